@@ -1,0 +1,34 @@
+# `make demo` and `make test` work from a fresh clone: each creates .venv first.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+export TF_CPP_MIN_LOG_LEVEL ?= 2
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: demo test test-all bench clean
+
+$(VENV)/.base: setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e .
+	touch $@
+
+$(VENV)/.test: $(VENV)/.base
+	$(PY) -m pip install -q -e ".[test]"
+	touch $@
+
+demo: $(VENV)/.base
+	$(PY) -m kbert.demo
+
+test: $(VENV)/.test
+	$(PY) -m pytest -q
+
+test-all: $(VENV)/.test
+	$(PY) -m pytest -q -m ""
+
+bench: $(VENV)/.test
+	$(PY) benchmarks/bench_bert.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,9 @@
+"""kbert: ELMo, GPT and BERT as Keras 3 layers and models, trained, fine-tuned and
+served with TensorFlow."""
+
+__version__ = "0.1.0"
+
+from kbert.models.bert import BertConfig, BertEncoder  # noqa: E402
+from kbert.tokenizers import BertTokenizer, build_vocab  # noqa: E402
+
+__all__ = ["BertConfig", "BertEncoder", "BertTokenizer", "build_vocab"]

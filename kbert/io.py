@@ -1,0 +1,56 @@
+"""Atomic file and folder writes: a crash leaves the old version or the new one."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike):
+    """Yields a temporary folder beside `path`; on success it replaces `path`.
+
+    The temporary folder is on the same file system, so the final step is a rename.
+    If the body raises, `path` is left as it was and the temporary folder is removed.
+    """
+    path = os.path.abspath(os.fspath(path))
+    parent = os.path.dirname(path)
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    try:
+        yield tmp
+        for root, _, files in os.walk(tmp):  # flush file contents before the rename
+            for name in files:
+                with open(os.path.join(root, name), "rb+") as f:
+                    os.fsync(f.fileno())
+        if os.path.exists(path):
+            old = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.old-", dir=parent)
+            os.rename(path, os.path.join(old, "x"))
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8"):
+    """Opens a temporary file beside `path`; on success it is renamed onto `path`."""
+    path = os.path.abspath(os.fspath(path))
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-",
+                               dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        raise

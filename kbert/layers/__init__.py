@@ -1,0 +1,7 @@
+"""Generic Keras layers of kbert's models."""
+
+from kbert.layers.attention import MultiHeadSelfAttention
+from kbert.layers.embeddings import BertEmbeddings
+from kbert.layers.transformer import TransformerEncoderBlock
+
+__all__ = ["BertEmbeddings", "MultiHeadSelfAttention", "TransformerEncoderBlock"]

@@ -1,0 +1,1 @@
+"""kbert models."""

@@ -1,0 +1,6 @@
+"""BERT: config, encoder, pretraining heads, checkpoint converters."""
+
+from kbert.models.bert.config import BertConfig
+from kbert.models.bert.encoder import BertEncoder
+
+__all__ = ["BertConfig", "BertEncoder"]

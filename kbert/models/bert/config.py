@@ -1,0 +1,144 @@
+"""BERT hyper-parameters, readable from Google's and Hugging Face's config files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any
+
+# Hugging Face / Google activation names -> kbert's. "gelu" is the exact erf form
+# (Hugging Face's "gelu"); Google's TF1 modeling.py computes the tanh approximation,
+# which Hugging Face calls "gelu_new" / "gelu_pytorch_tanh".
+_ACTIVATION_ALIASES = {
+    "gelu": "gelu",
+    "gelu_python": "gelu",
+    "gelu_tanh": "gelu_tanh",
+    "gelu_new": "gelu_tanh",
+    "gelu_pytorch_tanh": "gelu_tanh",
+    "gelu_fast": "gelu_tanh",
+    "relu": "relu",
+}
+
+
+@dataclasses.dataclass
+class BertConfig:
+    """Hyper-parameters of a BERT encoder (Devlin et al., 2019, section 3).
+
+    Example:
+    >>> cfg = BertConfig.preset("tiny")
+    >>> cfg.hidden_size
+    32
+    """
+
+    vocab_size: int = 30522  # uncased English WordPiece vocabulary of the release
+    hidden_size: int = 768  # H in the paper
+    num_layers: int = 12  # L in the paper
+    num_heads: int = 12  # A in the paper; head size is H / A = 64
+    intermediate_size: int = 3072  # 4H, the feed-forward width
+    hidden_act: str = "gelu"  # "gelu" (erf) or "gelu_tanh" (Google's TF1 code)
+    dropout: float = 0.1  # hidden_dropout_prob of the release
+    attention_dropout: float = 0.1  # attention_probs_dropout_prob of the release
+    max_position_embeddings: int = 512  # longest sequence the position table covers
+    type_vocab_size: int = 2  # segments A and B
+    layer_norm_epsilon: float = 1e-12  # as in modeling.py, not Keras' 1e-3 default
+    initializer_range: float = 0.02  # stddev of the truncated-normal initializer
+
+    def __post_init__(self):
+        act = _ACTIVATION_ALIASES.get(str(self.hidden_act).lower())
+        if act is None:
+            raise ValueError(
+                f"BertConfig.hidden_act={self.hidden_act!r} is not supported; "
+                f"use one of {sorted(set(_ACTIVATION_ALIASES.values()))}"
+            )
+        self.hidden_act = act
+        if self.hidden_size % self.num_heads:
+            raise ValueError(
+                f"BertConfig.hidden_size={self.hidden_size} is not a multiple of "
+                f"num_heads={self.num_heads}"
+            )
+
+    # Published sizes (Turc et al., 2019 "Well-Read Students" for tiny..medium).
+    _PRESETS = {
+        "tiny": dict(vocab_size=99, hidden_size=32, num_layers=2, num_heads=4,
+                     intermediate_size=37, max_position_embeddings=64),
+        "mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
+        "small": dict(hidden_size=512, num_layers=4, num_heads=8, intermediate_size=2048),
+        "medium": dict(hidden_size=512, num_layers=8, num_heads=8, intermediate_size=2048),
+        "base": dict(),
+        "large": dict(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
+    }
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "BertConfig":
+        """A published size: `tiny` (tests), `mini`, `small`, `medium`, `base`, `large`."""
+        if name not in cls._PRESETS:
+            raise ValueError(f"Unknown BertConfig preset {name!r}; choose from {sorted(cls._PRESETS)}")
+        return cls(**{**cls._PRESETS[name], **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BertConfig":
+        """Reads kbert's own keys, or Google's / Hugging Face's config keys."""
+        if "num_hidden_layers" in d or "num_attention_heads" in d:
+            return cls._from_reference_dict(d)
+        fields = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - fields - {"kbert_model", "kbert_version"})
+        if unknown:
+            raise ValueError(f"Unknown BertConfig field(s): {unknown}")
+        return cls(**{k: v for k, v in d.items() if k in fields})
+
+    @classmethod
+    def _from_reference_dict(cls, d: dict[str, Any]) -> "BertConfig":
+        required = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                    "intermediate_size"]
+        missing = [k for k in required if k not in d]
+        if missing:
+            raise ValueError(f"BERT config is missing field(s) {missing}")
+        pos_type = d.get("position_embedding_type", "absolute")
+        if pos_type != "absolute":
+            raise ValueError(f"position_embedding_type={pos_type!r} is not supported (only 'absolute')")
+        return cls(
+            vocab_size=d["vocab_size"],
+            hidden_size=d["hidden_size"],
+            num_layers=d["num_hidden_layers"],
+            num_heads=d["num_attention_heads"],
+            intermediate_size=d["intermediate_size"],
+            # Google's bert_config.json says "gelu" but its modeling.py computes the
+            # tanh approximation; from_json_file corrects that for Google folders.
+            hidden_act=d.get("hidden_act", "gelu"),
+            dropout=d.get("hidden_dropout_prob", 0.1),
+            attention_dropout=d.get("attention_probs_dropout_prob", 0.1),
+            max_position_embeddings=d.get("max_position_embeddings", 512),
+            type_vocab_size=d.get("type_vocab_size", 2),
+            layer_norm_epsilon=d.get("layer_norm_eps", 1e-12),
+            initializer_range=d.get("initializer_range", 0.02),
+        )
+
+    @classmethod
+    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
+        """Reads kbert's `config.json`, Hugging Face's `config.json` or Google's
+        `bert_config.json`. For Google's file, `"gelu"` means the tanh approximation,
+        since that is what the checkpoint's reference code (modeling.py) computes."""
+        path = os.fspath(path)
+        try:
+            with open(path, encoding="utf-8") as f:
+                d = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"{path}: expected a JSON object")
+        is_google = os.path.basename(path) == "bert_config.json"
+        if is_google and d.get("hidden_act", "gelu") == "gelu":
+            d = {**d, "hidden_act": "gelu_tanh"}
+        try:
+            return cls.from_dict(d)
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}: {e}") from None
+
+    def to_json_file(self, path: str | os.PathLike) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"kbert_model": "BertEncoder", **self.to_dict()}, f, indent=2, sort_keys=True)
+            f.write("\n")

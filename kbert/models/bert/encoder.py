@@ -1,0 +1,125 @@
+"""BertEncoder: the bidirectional Transformer encoder of BERT as a Keras 3 model."""
+
+from __future__ import annotations
+
+import os
+
+import keras
+from keras import ops
+
+from kbert.layers.activations import truncated_normal
+from kbert.layers.embeddings import BertEmbeddings
+from kbert.layers.transformer import TransformerEncoderBlock
+from kbert.models.bert.config import BertConfig
+
+# Added to attention scores at padded keys; modeling.py uses -10000.0. exp(-10000) is
+# 0 in float32, and the value fits float16 and bfloat16.
+_MASK_BIAS = -10000.0
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class BertEncoder(keras.Model):
+    """BERT encoder (Devlin et al., 2019): embeddings, L post-LN blocks, tanh pooler.
+
+    Inputs are a dict of int Tensors of shape [batch_size, seq_length]: `token_ids`,
+    `segment_ids` and `padding_mask` (1 for real tokens, 0 for padding). Outputs are a
+    dict: `sequence_output` [batch_size, seq_length, hidden_size], `pooled_output`
+    [batch_size, hidden_size] (tanh dense on the [CLS] position) and `hidden_states`,
+    a list of num_layers + 1 Tensors [batch_size, seq_length, hidden_size], the
+    embeddings output first (for feature-based use, BERT paper section 5.3).
+
+    Args:
+        config: a `BertConfig` (or its dict form).
+
+    Example:
+    >>> import numpy as np
+    >>> encoder = BertEncoder(BertConfig.preset("tiny"))
+    >>> out = encoder({"token_ids": np.array([[2, 5, 3]]),
+    ...                "segment_ids": np.zeros((1, 3), "int32"),
+    ...                "padding_mask": np.ones((1, 3), "int32")})
+    >>> tuple(out["sequence_output"].shape), len(out["hidden_states"])
+    ((1, 3, 32), 3)
+    """
+
+    def __init__(self, config: BertConfig | dict, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+
+        embeddings = BertEmbeddings(
+            config.vocab_size, config.hidden_size, config.max_position_embeddings,
+            config.type_vocab_size, config.layer_norm_epsilon, config.dropout,
+            config.initializer_range, dtype=dtype, name="embeddings")
+        blocks = [
+            TransformerEncoderBlock(
+                config.hidden_size, config.num_heads, config.intermediate_size,
+                config.hidden_act, config.dropout, config.attention_dropout,
+                config.layer_norm_epsilon, config.initializer_range, dtype=dtype,
+                name=f"transformer_layer_{i}")
+            for i in range(config.num_layers)
+        ]
+        pooler = keras.layers.Dense(
+            config.hidden_size, activation="tanh",
+            kernel_initializer=truncated_normal(config.initializer_range), dtype=dtype,
+            name="pooler")
+
+        x = embeddings(token_ids, segment_ids)
+        # (B, T) -> (B, 1, 1, T): 0 on real keys, -10000 on padding.
+        mask = ops.cast(padding_mask, "float32")
+        attention_bias = ops.expand_dims(ops.expand_dims((1.0 - mask) * _MASK_BIAS, 1), 1)
+        hidden_states = [x]
+        for block in blocks:
+            x = block(x, attention_bias)
+            hidden_states.append(x)
+        pooled = pooler(x[:, 0, :])  # (B, H) from the [CLS] position
+        super().__init__(
+            inputs={"token_ids": token_ids, "segment_ids": segment_ids,
+                    "padding_mask": padding_mask},
+            outputs={"sequence_output": x, "pooled_output": pooled,
+                     "hidden_states": hidden_states},
+            **kwargs,
+        )
+        self.config = config
+        self.embeddings = embeddings
+        self.transformer_layers = blocks
+        self.pooler = pooler
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable, "dtype": keras.saving.serialize_keras_object(
+                    self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        dtype = config.pop("dtype", None)
+        if isinstance(dtype, dict):
+            dtype = keras.saving.deserialize_keras_object(dtype)
+        return cls(config.pop("config"), dtype=dtype, **config)
+
+    # ------------------------------------------------------------------ checkpoints
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, dtype=None, **config_overrides
+                        ) -> "BertEncoder":
+        """Builds an encoder and loads its weights from a folder.
+
+        `path` is a kbert folder (written by `save_pretrained`), a Hugging Face folder
+        (`config.json` + `model.safetensors` or `pytorch_model.bin`) or a Google folder
+        (`bert_config.json` + `bert_model.ckpt.*`). A missing, extra or mis-shaped
+        variable raises a ValueError that names it.
+
+        `config_overrides` replace config fields, e.g. `dropout=0.0`.
+        """
+        from kbert.models.bert import checkpoints
+
+        return checkpoints.load_encoder(cls, path, dtype=dtype, **config_overrides)
+
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
+        """Writes a kbert folder atomically: `config.json`, `model.safetensors` (variables
+        under Google's checkpoint names) and, given a tokenizer, `vocab.txt` and
+        `tokenizer_config.json`."""
+        from kbert.models.bert import checkpoints
+
+        checkpoints.save_encoder(self, path, tokenizer=tokenizer)

@@ -1,0 +1,359 @@
+"""In-graph BERT WordPiece tokenizer that reproduces the reference tokenizer id for id.
+
+The reference (Google's `tokenization.py`; Hugging Face's `BertTokenizer`) works in
+two steps. BasicTokenizer: delete control characters, map whitespace to spaces, put
+spaces around CJK ideographs, split on whitespace, lower-case and strip accents
+(NFD, drop category Mn) when asked, split off every punctuation character.
+WordpieceTokenizer: greedy longest-match-first with "##" continuations; a word that
+cannot be covered, or has more than 100 characters, becomes [UNK].
+
+tensorflow-text's BertTokenizer folds case with NFKC, which changes full-width
+letters, ligatures and CJK punctuation, so kbert composes the steps itself from
+string ops that TF Serving links: one regex split (with byte offsets) on whitespace,
+punctuation and CJK, per-piece cleaning and normalization, then FastWordpiece.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from kbert.io import atomic_file
+from kbert.tokenizers import unicode_tables
+
+logger = logging.getLogger(__name__)
+
+MAX_CHARS_PER_WORD = 100  # max_input_chars_per_word of the reference
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def load_vocab(path: str | os.PathLike) -> list[str]:
+    """Reads `vocab.txt`: one token per line, the line number is the id."""
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as f:
+        vocab = [line.rstrip("\r\n") for line in f]
+    while vocab and vocab[-1] == "":  # a trailing blank line is not a token
+        vocab.pop()
+    if not vocab:
+        raise ValueError(f"{path}: empty vocabulary")
+    return vocab
+
+
+class BertTokenizer(tf.Module):
+    """WordPiece tokenizer with BERT's normalization, in TF graph ops.
+
+    Works eagerly, inside `tf.data.Dataset.map` and inside exported SavedModels.
+
+    Args:
+        vocab: list of tokens, or the path of a `vocab.txt`.
+        lowercase: lower-case the text (uncased models).
+        strip_accents: strip accents (NFD, drop Mn). None follows `lowercase`, as in
+            the reference.
+        seq_length: default packed length for `__call__`.
+
+    Example:
+    >>> tok = BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##want",
+    ...                      "##ed", ",", "runn", "##ing"], seq_length=8)
+    >>> tok.tokenize(["UNwant\\u00e9d,running"]).to_list()
+    [[5, 6, 7, 8, 9, 10]]
+    >>> tok(["UNwant\\u00e9d,running"])["token_ids"].numpy().tolist()
+    [[2, 5, 6, 7, 8, 9, 10, 3]]
+    """
+
+    def __init__(self, vocab, lowercase: bool = True, strip_accents: bool | None = None,
+                 seq_length: int = 128, name: str | None = None):
+        super().__init__(name=name)
+        if isinstance(vocab, (str, os.PathLike)):
+            vocab = load_vocab(vocab)
+        vocab = list(vocab)
+        missing = [t for t in ("[UNK]", "[CLS]", "[SEP]") if t not in vocab]
+        if missing:
+            raise ValueError(f"BertTokenizer vocab lacks special token(s) {missing}")
+        seen: dict[str, int] = {}
+        for i, t in enumerate(vocab):
+            if t in seen:
+                raise ValueError(f"BertTokenizer vocab: token {t!r} appears twice "
+                                 f"(ids {seen[t]} and {i})")
+            seen[t] = i
+        self._vocab = vocab
+        self._index = seen
+        self.lowercase = bool(lowercase)
+        self.strip_accents = self.lowercase if strip_accents is None else bool(strip_accents)
+        self.seq_length = int(seq_length)
+
+        t = unicode_tables.tables()
+        punct = t["punct"]
+        if self.strip_accents and t["punct_if_stripped"]:
+            punct = f"{t['punct']}|{t['punct_if_stripped']}"
+        self._keep = f"{punct}|{t['cjk']}"
+        self._delim = f"{t['whitespace']}+|{self._keep}"
+        self._control = t["control"]
+        self._mn = t["mn"]
+        self._wordpiece = tf_text.FastWordpieceTokenizer(
+            vocab=vocab, suffix_indicator="##", unknown_token="[UNK]",
+            # The reference limits characters, not bytes: allow 4 bytes per character
+            # here and apply the 100-character rule below.
+            max_bytes_per_word=4 * MAX_CHARS_PER_WORD + 4,
+            token_out_type=tf.int64, no_pretokenization=True)
+        self._vocab_table = tf.constant(vocab)
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def vocabulary(self) -> list[str]:
+        return list(self._vocab)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab)
+
+    def token_to_id(self, token: str) -> int:
+        return self._index[token]
+
+    @property
+    def cls_id(self) -> int:
+        return self._index["[CLS]"]
+
+    @property
+    def sep_id(self) -> int:
+        return self._index["[SEP]"]
+
+    @property
+    def unk_id(self) -> int:
+        return self._index["[UNK]"]
+
+    @property
+    def pad_id(self) -> int:
+        return self._index.get("[PAD]", 0)
+
+    @property
+    def mask_id(self) -> int:
+        if "[MASK]" not in self._index:
+            raise ValueError("this vocabulary has no [MASK] token")
+        return self._index["[MASK]"]
+
+    # ---------------------------------------------------------------- tokenizing
+    def _normalize(self, pieces: tf.Tensor) -> tf.Tensor:
+        """Cleaning, lower-casing and accent stripping of each piece (1-D tf.string)."""
+        x = tf.strings.regex_replace(pieces, self._control, "")
+        if self.lowercase:
+            x = tf.strings.lower(x, encoding="utf-8")
+        if self.strip_accents:
+            x = tf_text.normalize_utf8(x, "NFD")
+            x = tf.strings.regex_replace(x, self._mn, "")
+        return x
+
+    def split_words(self, texts):
+        """The reference's BasicTokenizer: normalized words with byte offsets.
+
+        Args:
+            texts: tf.string Tensor of shape [batch_size].
+
+        Returns:
+            (words, starts, ends): RaggedTensors [batch_size, (words)] of tf.string
+            and int64; `starts`/`ends` are byte offsets of each word in the input.
+        """
+        texts = tf.convert_to_tensor(texts, dtype=tf.string)
+        if texts.shape.rank != 1:
+            raise ValueError("BertTokenizer takes a batch: a 1-D tf.string tensor [batch], "
+                             f"got shape {texts.shape}")
+        # regex_split stops at a NUL byte; NUL is deleted as a control character
+        # anyway, so swap it for another one-byte control character (same offsets).
+        texts = tf.strings.regex_replace(texts, "\\x00", "\x01")
+        pieces, start, end = tf_text.regex_split_with_offsets(
+            texts, self._delim, self._keep)  # [B, (P)]
+        words = tf.ragged.map_flat_values(self._normalize, pieces)
+        keep = tf.ragged.map_flat_values(lambda s: tf.strings.length(s) > 0, words)
+        return (tf.ragged.boolean_mask(words, keep), tf.ragged.boolean_mask(start, keep),
+                tf.ragged.boolean_mask(end, keep))
+
+    def tokenize_with_offsets(self, texts):
+        """WordPiece ids with byte offsets into the UTF-8 input.
+
+        Args:
+            texts: tf.string Tensor of shape [batch_size] (or a list of str).
+
+        Returns:
+            (ids, starts, ends): int64 RaggedTensors of shape [batch_size, (tokens)].
+            `texts[b][starts[b, i]:ends[b, i]]` is the text of token i. Where
+            normalization changed a word's byte length (accents, case changes that
+            resize), each of its tokens spans the whole original word.
+        """
+        norm, p_start, p_end = self.split_words(texts)
+        words = norm.flat_values  # [W]
+        n_words = tf.shape(words, out_type=tf.int64)[0]
+        ids, w_start, w_end = self._wordpiece.tokenize_with_offsets(words)  # [W, (S)]
+        # Words over 100 characters become one [UNK], as in the reference.
+        too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+        unk_rows = tf.RaggedTensor.from_row_lengths(
+            tf.fill([n_words], tf.constant(self.unk_id, tf.int64)),
+            tf.ones([n_words], tf.int64))
+        zero_rows = unk_rows * 0
+        pick = tf.where(too_long, tf.range(n_words) + n_words, tf.range(n_words))
+        ids = tf.gather(tf.concat([ids, unk_rows], axis=0), pick)
+        w_start = tf.gather(tf.concat([w_start, zero_rows], axis=0), pick)
+        w_end = tf.gather(tf.concat([w_end, zero_rows], axis=0), pick)
+
+        # Map offsets within a normalized word back onto the original bytes.
+        o_start, o_end = p_start.flat_values, p_end.flat_values
+        exact = (tf.cast(tf.strings.length(words), tf.int64) == o_end - o_start) & ~too_long
+        rows = ids.row_lengths()
+        exact_t = tf.repeat(exact, rows)
+        start = tf.where(exact_t, tf.repeat(o_start, rows) + w_start.flat_values,
+                         tf.repeat(o_start, rows))
+        end = tf.where(exact_t, tf.repeat(o_start, rows) + w_end.flat_values,
+                       tf.repeat(o_end, rows))
+
+        def to_batch(values):  # [W, (S)] values -> [B, (T)]
+            return norm.with_flat_values(ids.with_flat_values(values)).merge_dims(1, 2)
+
+        return to_batch(ids.flat_values), to_batch(start), to_batch(end)
+
+    def tokenize(self, texts) -> tf.RaggedTensor:
+        """WordPiece ids, no special tokens: int64 RaggedTensor [batch_size, (tokens)]."""
+        return self.tokenize_with_offsets(texts)[0]
+
+    # ---------------------------------------------------------------- packing
+    @staticmethod
+    def truncate_pair_lengths(len_a, len_b, budget):
+        """Lengths kept by longest-first truncation of a pair (the reference's
+        `_truncate_seq_pair`: drop the last token of the longer, ties from b).
+
+        Args:
+            len_a, len_b: int64 Tensors [batch_size]; budget: int, tokens available.
+
+        Returns:
+            (keep_a, keep_b), int64 Tensors [batch_size].
+        """
+        m = tf.cast(budget, tf.int64)
+        half_a, half_b = (m + 1) // 2, m // 2
+        over = len_a + len_b > m
+        keep_a = tf.where(len_a <= half_a, len_a, tf.where(len_b <= half_b, m - len_b, half_a))
+        keep_a = tf.where(over, keep_a, len_a)
+        keep_b = tf.where(over, m - keep_a, len_b)
+        return keep_a, keep_b
+
+    @staticmethod
+    def _truncate(ids: tf.RaggedTensor, keep) -> tf.RaggedTensor:
+        positions = tf.ragged.range(ids.row_lengths())
+        return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(keep, 1))
+
+    def pack(self, ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None = None,
+             seq_length: int | None = None) -> dict:
+        """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, truncated and padded.
+
+        Returns:
+            dict of int32 Tensors [batch_size, seq_length]: `token_ids`,
+            `segment_ids`, `padding_mask`.
+        """
+        seq_length = int(seq_length or self.seq_length)
+        specials = 2 if ids_b is None else 3
+        if seq_length < specials:
+            raise ValueError(f"seq_length={seq_length} leaves no room for special tokens")
+        budget = seq_length - specials
+        ids_a = tf.cast(ids_a, tf.int64)
+        batch = ids_a.nrows()
+        col = lambda v: tf.RaggedTensor.from_row_lengths(  # noqa: E731
+            tf.fill([batch], tf.constant(v, tf.int64)), tf.ones([batch], tf.int64))
+        cls, sep = col(self.cls_id), col(self.sep_id)
+        if ids_b is None:
+            a = self._truncate(ids_a, tf.fill([batch], tf.constant(budget, tf.int64)))
+            tokens = tf.concat([cls, a, sep], axis=1)
+            segments = tf.zeros_like(tokens)
+        else:
+            ids_b = tf.cast(ids_b, tf.int64)
+            keep_a, keep_b = self.truncate_pair_lengths(
+                ids_a.row_lengths(), ids_b.row_lengths(), budget)
+            a, b = self._truncate(ids_a, keep_a), self._truncate(ids_b, keep_b)
+            tokens = tf.concat([cls, a, sep, b, sep], axis=1)
+            segments = tf.concat(
+                [tf.zeros_like(cls), tf.zeros_like(a), tf.zeros_like(sep),
+                 tf.ones_like(b), tf.ones_like(sep)], axis=1)
+        shape = [None, seq_length]
+        return {
+            "token_ids": tf.cast(tokens.to_tensor(self.pad_id, shape=shape), tf.int32),
+            "segment_ids": tf.cast(segments.to_tensor(0, shape=shape), tf.int32),
+            "padding_mask": tf.cast(tf.ones_like(tokens).to_tensor(0, shape=shape), tf.int32),
+        }
+
+    def __call__(self, texts, texts_b=None, seq_length: int | None = None) -> dict:
+        """Tokenizes and packs texts (and pairs) into BertEncoder inputs.
+
+        Args:
+            texts: tf.string [batch_size]; texts_b: optional second segments.
+            seq_length: packed length (default: the tokenizer's `seq_length`).
+
+        Returns:
+            dict of int32 [batch_size, seq_length]: `token_ids`, `segment_ids`,
+            `padding_mask`. Pairs are truncated longest-first.
+        """
+        ids_b = None if texts_b is None else self.tokenize(texts_b)
+        return self.pack(self.tokenize(texts), ids_b, seq_length)
+
+    # ---------------------------------------------------------------- decoding
+    def detokenize(self, ids, skip_special_tokens: bool = True) -> tf.Tensor:
+        """Ids back to text: tokens joined by spaces, "##" continuations glued.
+
+        Args:
+            ids: int Tensor or RaggedTensor [batch_size, (tokens)].
+
+        Returns:
+            tf.string Tensor [batch_size].
+        """
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        ids = tf.cast(ids, tf.int64)
+        if skip_special_tokens:
+            special = tf.constant([self._index[t] for t in SPECIAL_TOKENS
+                                   if t in self._index and t != "[UNK]"], tf.int64)
+            is_special = tf.reduce_any(
+                tf.equal(tf.expand_dims(ids.flat_values, -1), special), axis=-1)
+            ids = tf.ragged.boolean_mask(ids, ids.with_flat_values(~is_special))
+        tokens = tf.gather(self._vocab_table, ids)
+        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+        return tf.strings.regex_replace(text, " ##", "")
+
+    # ---------------------------------------------------------------- files
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, lowercase: bool | None = None,
+                        **kwargs) -> "BertTokenizer":
+        """Reads `vocab.txt` from a kbert, Hugging Face or Google folder.
+
+        Casing comes from `tokenizer_config.json` (`do_lower_case`, `strip_accents`)
+        when the folder has one; for Google folders, which do not record it, from the
+        folder name (`cased_L-12_...` is cased), else lower-casing is assumed. An
+        explicit `lowercase=` wins.
+        """
+        path = os.fspath(path)
+        vocab_file = os.path.join(path, "vocab.txt")
+        if not os.path.exists(vocab_file):
+            raise FileNotFoundError(f"{path}: no vocab.txt")
+        settings = {}
+        cfg = os.path.join(path, "tokenizer_config.json")
+        if os.path.exists(cfg):
+            with open(cfg, encoding="utf-8") as f:
+                d = json.load(f)
+            if "do_lower_case" in d:
+                settings["lowercase"] = bool(d["do_lower_case"])
+            if d.get("strip_accents") is not None:
+                settings["strip_accents"] = bool(d["strip_accents"])
+        else:
+            base = os.path.basename(os.path.normpath(path)).lower()
+            if "cased" in base and "uncased" not in base:
+                settings["lowercase"] = False
+        if lowercase is not None:
+            settings["lowercase"] = lowercase
+        return cls(vocab_file, **{**settings, **kwargs})
+
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        """Writes `vocab.txt` and `tokenizer_config.json` (Hugging Face's keys)."""
+        path = os.fspath(path)
+        with atomic_file(os.path.join(path, "vocab.txt")) as f:
+            f.write("".join(t + "\n" for t in self._vocab))
+        with atomic_file(os.path.join(path, "tokenizer_config.json")) as f:
+            json.dump({"do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
+                       "tokenizer_class": "BertTokenizer",
+                       "model_max_length": self.seq_length}, f, indent=2)

