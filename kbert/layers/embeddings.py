@@ -62,6 +62,12 @@ class BertEmbeddings(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, segment_ids, training=None):
+        static_length = token_ids.shape[1]
+        if static_length is not None and static_length > self.max_position_embeddings:
+            raise ValueError(
+                f"{self.name}: sequence length {static_length} exceeds "
+                f"max_position_embeddings={self.max_position_embeddings}; pack the inputs "
+                f"to seq_length <= {self.max_position_embeddings}")
         seq_length = ops.shape(token_ids)[1]
         positions = ops.arange(seq_length)  # (T,)
         x = self.word_embeddings(token_ids) + self.token_type_embeddings(segment_ids)  # (B, T, H)

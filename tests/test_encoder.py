@@ -1,0 +1,180 @@
+"""BertEncoder and its layers: values, masking, serialization."""
+
+import inspect
+
+import keras
+import numpy as np
+import pytest
+
+from kbert import BertConfig, BertEncoder
+from kbert.layers import BertEmbeddings, MultiHeadSelfAttention, TransformerEncoderBlock
+from kbert.layers.activations import gelu, gelu_tanh
+from tests.conftest import odd_config, random_inputs
+
+
+def test_config_presets_and_files(tmp_path):
+    base = BertConfig.preset("base")
+    assert (base.hidden_size, base.num_layers, base.num_heads, base.intermediate_size) == \
+        (768, 12, 12, 3072)
+    large = BertConfig.preset("large")
+    assert (large.hidden_size, large.num_layers, large.num_heads) == (1024, 24, 16)
+    assert BertConfig.from_dict(base.to_dict()) == base
+    google = tmp_path / "bert_config.json"
+    google.write_text('{"attention_probs_dropout_prob": 0.1, "hidden_act": "gelu", '
+                      '"hidden_dropout_prob": 0.1, "hidden_size": 768, '
+                      '"initializer_range": 0.02, "intermediate_size": 3072, '
+                      '"max_position_embeddings": 512, "num_attention_heads": 12, '
+                      '"num_hidden_layers": 12, "type_vocab_size": 2, "vocab_size": 30522}')
+    # Google's modeling.py computes the tanh approximation under the name "gelu".
+    assert BertConfig.from_json_file(google) == BertConfig(hidden_act="gelu_tanh")
+    hf = tmp_path / "config.json"
+    hf.write_text('{"hidden_act": "gelu", "hidden_size": 384, "num_hidden_layers": 6, '
+                  '"num_attention_heads": 12, "intermediate_size": 1536, "vocab_size": 30522, '
+                  '"layer_norm_eps": 1e-12}')
+    assert BertConfig.from_json_file(hf).hidden_act == "gelu"
+    hf.write_text('{"hidden_act": "gelu_new", "hidden_size": 384, "num_hidden_layers": 6, '
+                  '"num_attention_heads": 12, "intermediate_size": 1536, "vocab_size": 30522}')
+    assert BertConfig.from_json_file(hf).hidden_act == "gelu_tanh"
+    with pytest.raises(ValueError, match="hidden_act='swish'"):
+        BertConfig(hidden_act="swish")
+    with pytest.raises(ValueError, match="not a multiple"):
+        BertConfig(hidden_size=30, num_heads=4)
+    hf.write_text('{"hidden_size": 384,\n "oops"}')
+    with pytest.raises(ValueError, match=r"config.json:2"):
+        BertConfig.from_json_file(hf)
+    with pytest.raises(ValueError, match=r"Unknown BertConfig field\(s\): \['hidden'\]"):
+        BertConfig.from_dict({"hidden": 3})
+
+
+def test_gelu_variants_match_formulas():
+    from scipy.special import erf
+
+    x = np.linspace(-6, 6, 101).astype("float32")
+    exact = 0.5 * x * (1 + erf(x / np.sqrt(2)))
+    tanh = 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    np.testing.assert_allclose(np.asarray(gelu(x)), exact, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(gelu_tanh(x)), tanh, atol=1e-6)
+    assert np.abs(exact - tanh).max() > 1e-4  # the two are distinguishable
+
+
+def _numpy_bert(encoder, inputs):
+    """A plain NumPy forward pass of BERT from the encoder's weights (the reference math)."""
+    from scipy.special import erf
+
+    from kbert.models.bert.checkpoints import variable_map
+
+    w = {k: v.numpy() for k, v in variable_map(encoder).items()}
+    cfg = encoder.config
+
+    def ln(x, p):
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + cfg.layer_norm_epsilon) * w[p + "/gamma"] + w[p + "/beta"]
+
+    def dense(x, p):
+        return x @ w[p + "/kernel"] + w[p + "/bias"]
+
+    ids, seg, mask = inputs["token_ids"], inputs["segment_ids"], inputs["padding_mask"]
+    t = ids.shape[1]
+    x = (w["bert/embeddings/word_embeddings"][ids] + w["bert/embeddings/token_type_embeddings"][seg]
+         + w["bert/embeddings/position_embeddings"][:t])
+    x = ln(x, "bert/embeddings/LayerNorm")
+    n, d = cfg.num_heads, cfg.hidden_size // cfg.num_heads
+    bias = (1.0 - mask[:, None, None, :]) * -10000.0
+    for i in range(cfg.num_layers):
+        p = f"bert/encoder/layer_{i}"
+        heads = lambda y: y.reshape(y.shape[0], t, n, d).transpose(0, 2, 1, 3)  # noqa: E731
+        q, k, v = (heads(dense(x, f"{p}/attention/self/{m}")) for m in ("query", "key", "value"))
+        s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d) + bias
+        prob = np.exp(s - s.max(-1, keepdims=True))
+        prob /= prob.sum(-1, keepdims=True)
+        ctx = (prob @ v).transpose(0, 2, 1, 3).reshape(x.shape)
+        x = ln(x + dense(ctx, f"{p}/attention/output/dense"), f"{p}/attention/output/LayerNorm")
+        h = dense(x, f"{p}/intermediate/dense")
+        h = 0.5 * h * (1 + erf(h / np.sqrt(2)))
+        x = ln(x + dense(h, f"{p}/output/dense"), f"{p}/output/LayerNorm")
+    pooled = np.tanh(dense(x[:, 0], "bert/pooler/dense"))
+    return x, pooled
+
+
+def test_forward_equals_numpy_reference():
+    encoder = BertEncoder(odd_config())
+    inputs = random_inputs()
+    out = encoder(inputs)
+    seq, pooled = _numpy_bert(encoder, inputs)
+    m = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(out["sequence_output"].numpy()[m], seq[m], atol=2e-5)
+    np.testing.assert_allclose(out["pooled_output"].numpy(), pooled, atol=2e-5)
+    assert len(out["hidden_states"]) == 4
+    np.testing.assert_array_equal(out["hidden_states"][-1].numpy(), out["sequence_output"].numpy())
+    assert out["sequence_output"].shape == (13, 7, 32) and out["pooled_output"].shape == (13, 32)
+
+
+def test_padding_changes_nothing_on_real_tokens():
+    encoder = BertEncoder(odd_config())
+    inputs = random_inputs(batch=5, seq=7)
+    padded = {k: np.pad(v, ((0, 0), (0, 6))) for k, v in inputs.items()}
+    padded["token_ids"][:, 7:] = 17  # garbage under the mask must not leak
+    a = encoder(inputs)["sequence_output"].numpy()
+    b = encoder(padded)["sequence_output"].numpy()[:, :7]
+    m = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(a[m], b[m], atol=1e-5)
+
+
+def test_dropout_only_in_training():
+    encoder = BertEncoder(odd_config(dropout=0.3, attention_dropout=0.3))
+    inputs = random_inputs()
+    a = encoder(inputs, training=False)["sequence_output"].numpy()
+    b = encoder(inputs, training=False)["sequence_output"].numpy()
+    c = encoder(inputs, training=True)["sequence_output"].numpy()
+    np.testing.assert_array_equal(a, b)
+    assert np.abs(a - c).max() > 1e-3
+
+
+@pytest.mark.parametrize("layer_cls", [BertEmbeddings, MultiHeadSelfAttention,
+                                       TransformerEncoderBlock])
+def test_get_config_mirrors_init(layer_cls):
+    params = [p for p in inspect.signature(layer_cls.__init__).parameters
+              if p not in ("self", "kwargs")]
+    args = dict(vocab_size=11, hidden_size=8, max_position_embeddings=9, type_vocab_size=2,
+                num_heads=2, intermediate_size=5)
+    layer = layer_cls(**{k: v for k, v in args.items() if k in params})
+    config = layer.get_config()
+    assert set(params) <= set(config)
+    clone = layer_cls.from_config(config)
+    assert clone.get_config() == config
+
+
+def test_keras_save_load_is_exact(tmp_path):
+    encoder = BertEncoder(odd_config(), name="my_bert")
+    inputs = random_inputs()
+    want = encoder(inputs)
+    path = tmp_path / "encoder.keras"
+    encoder.save(path)
+    loaded = keras.models.load_model(path)
+    assert isinstance(loaded, BertEncoder) and loaded.config == encoder.config
+    got = loaded(inputs)
+    for key in ("sequence_output", "pooled_output"):
+        np.testing.assert_array_equal(got[key].numpy(), want[key].numpy())
+    for a, b in zip(got["hidden_states"], want["hidden_states"]):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_encoder_inside_a_functional_classifier_trains():
+    encoder = BertEncoder(odd_config())
+    inputs = {k: keras.Input((None,), dtype="int32", name=k)
+              for k in ("token_ids", "segment_ids", "padding_mask")}
+    logits = keras.layers.Dense(2)(encoder(inputs)["pooled_output"])
+    model = keras.Model(inputs, logits)
+    model.compile(keras.optimizers.Adam(1e-3),
+                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = random_inputs(batch=16, seq=7)
+    y = (x["token_ids"][:, 1] % 2).astype("int32")
+    hist = model.fit(x, y, epochs=15, batch_size=16, verbose=0)
+    assert hist.history["loss"][-1] < 0.5 * hist.history["loss"][0]
+
+
+def test_too_long_sequence_is_a_clear_error():
+    encoder = BertEncoder(odd_config(max_position_embeddings=8))
+    with pytest.raises(ValueError, match="sequence length 9 exceeds max_position_embeddings=8"):
+        encoder(random_inputs(batch=2, seq=9))
