@@ -245,6 +245,7 @@ def test_pack_layout(tiny_vocab):
 def test_works_in_tf_data_and_tf_function(tiny_vocab):
     tok = BertTokenizer(tiny_vocab, seq_length=6)
     ds = tf.data.Dataset.from_tensor_slices(["the cat", "hello world!", "北京"]).batch(2)
+    assert ds.map(tok).element_spec["token_ids"].shape.as_list() == [None, 6]  # static
     batches = list(ds.map(tok).as_numpy_iterator())
     assert batches[0]["token_ids"].shape == (2, 6) and batches[1]["token_ids"].shape == (1, 6)
     eager = tok(["the cat", "hello world!", "北京"])["token_ids"].numpy()

