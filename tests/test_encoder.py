@@ -178,3 +178,14 @@ def test_too_long_sequence_is_a_clear_error():
     encoder = BertEncoder(odd_config(max_position_embeddings=8))
     with pytest.raises(ValueError, match="sequence length 9 exceeds max_position_embeddings=8"):
         encoder(random_inputs(batch=2, seq=9))
+
+
+def test_classifier_with_encoder_saves_and_loads(tmp_path):
+    encoder = BertEncoder(odd_config())
+    pooled = encoder(encoder.input)["pooled_output"]
+    model = keras.Model(encoder.input, keras.layers.Dense(3, name="head")(pooled))
+    inputs = random_inputs()
+    want = model.predict(inputs, verbose=0)
+    model.save(tmp_path / "clf.keras")
+    got = keras.models.load_model(tmp_path / "clf.keras").predict(inputs, verbose=0)
+    np.testing.assert_array_equal(got, want)
