@@ -1,0 +1,105 @@
+"""Resolving `--strategy` into a tf.distribute.Strategy, and TPU-safe input pipelines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+STRATEGIES = ("auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu")
+
+
+def resolve_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribute.Strategy:
+    """Returns the strategy a `--strategy` flag names.
+
+    Args:
+        name: `auto` (TPU if `tpu` is given, all local GPUs if there are several, else
+            the default strategy), `cpu`, `gpu` (one GPU), `mirrored` (all local GPUs, or
+            all logical CPUs when there is no GPU), `multi_worker`
+            (`MultiWorkerMirroredStrategy`; the cluster comes from `TF_CONFIG`), `tpu`.
+        tpu: TPU address for `TPUClusterResolver` (`grpc://...`, a TPU name, or "local").
+
+    Call it at program start: `multi_worker` and `tpu` configure the TensorFlow
+    runtime, which must happen before any other TensorFlow op runs.
+
+    Raises:
+        ValueError: an unknown name, or a device the strategy needs is absent.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"--strategy={name!r}: choose one of {', '.join(STRATEGIES)}")
+    # multi_worker and tpu come first: they configure the runtime, which fails once
+    # anything (even listing devices) has initialized it.
+    if name == "auto" and tpu:
+        name = "tpu"
+    if name == "multi_worker":
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError("--strategy=multi_worker needs TF_CONFIG (cluster and task) "
+                             "in the environment")
+        try:
+            cfg = json.loads(os.environ["TF_CONFIG"])
+        except json.JSONDecodeError as e:
+            raise ValueError(f"TF_CONFIG is not valid JSON: {e}") from None
+        if "cluster" not in cfg or "task" not in cfg:
+            raise ValueError("TF_CONFIG needs 'cluster' and 'task' entries")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "tpu":
+        return _tpu_strategy(tpu)
+    gpus = tf.config.list_logical_devices("GPU")
+    if name == "auto":
+        if len(gpus) > 1:
+            name = "mirrored"
+        else:
+            return tf.distribute.get_strategy()
+    if name == "cpu":
+        return tf.distribute.OneDeviceStrategy("/cpu:0")
+    if name == "gpu":
+        if not gpus:
+            raise ValueError("--strategy=gpu: TensorFlow sees no GPU")
+        return tf.distribute.OneDeviceStrategy(gpus[0].name)
+    devices = [d.name for d in gpus] or [d.name for d in tf.config.list_logical_devices("CPU")]
+    return tf.distribute.MirroredStrategy(devices)
+
+
+def _tpu_strategy(tpu: str | None) -> tf.distribute.TPUStrategy:
+    # TPU: the resolver finds the TPU system, which is initialized once per process.
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu or "")
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def finalize_dataset(ds: tf.data.Dataset, global_batch_size: int, training: bool,
+                     shuffle_buffer: int = 10_000, seed: int | None = None,
+                     repeat: bool | None = None) -> tf.data.Dataset:
+    """Batches a dataset of fixed-shape examples for any strategy, TPUs included.
+
+    With a `seed`, the batch sequence is the same for every iterator and process, so
+    a resumed run skips exactly the batches it has seen.
+
+    Training batches drop the remainder so every step has the same static shape
+    (TPUs and XLA need it); evaluation keeps the last, smaller batch. The auto-shard
+    policy is DATA: each worker reads everything and keeps its share of batches,
+    which is correct for in-memory and single-file sources alike (with many input
+    files, FILE sharding is cheaper: set it on the options yourself).
+    """
+    repeat = training if repeat is None else repeat
+    if training and seed is not None:
+        # One seeded, streaming shuffle over the repeated data: every iterator (a
+        # resumed process, each replica's) sees the same sequence of batches, and
+        # epochs still come in different orders.
+        ds = ds.repeat() if repeat else ds
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=False)
+    elif training:
+        ds = ds.shuffle(shuffle_buffer, reshuffle_each_iteration=True)
+        ds = ds.repeat() if repeat else ds
+    elif repeat:
+        ds = ds.repeat()
+    ds = ds.batch(global_batch_size, drop_remainder=training)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    options.deterministic = seed is not None
+    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,210 @@
+"""Step-based `model.fit` that checkpoints atomically and resumes at the exact step."""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+
+def compile_model(model: keras.Model, optimizer, loss, metrics=None, jit_compile: bool = False,
+                  steps_per_execution: int = 1) -> keras.Model:
+    """`model.compile`, then a check that XLA is really on when asked for.
+
+    Keras turns `jit_compile` off with only a warning ("Proceeding with
+    jit_compile=False") when a layer does not support XLA or op determinism is
+    enabled; kbert raises instead, naming the reason.
+    """
+    model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile,
+                  steps_per_execution=steps_per_execution)
+    if jit_compile and not model.jit_compile:
+        blockers = [layer.name for layer in model._flatten_layers() if not layer.supports_jit]
+        reason = (f"layers without XLA support: {blockers}" if blockers else
+                  "op determinism is enabled (tf.config.experimental.enable_op_determinism)")
+        raise RuntimeError(f"jit_compile=True was requested but Keras turned XLA off: {reason}")
+    return model
+
+
+class Throughput(keras.callbacks.Callback):
+    """Logs examples/s and tokens/s every `every` steps (and puts them in `logs`)."""
+
+    def __init__(self, examples_per_step: int, tokens_per_step: int | None = None,
+                 every: int = 100):
+        super().__init__()
+        self.examples_per_step = examples_per_step
+        self.tokens_per_step = tokens_per_step
+        self.every = every
+        self.history: list[dict] = []
+
+    def on_train_begin(self, logs=None):
+        self._start, self._steps = time.perf_counter(), 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._steps += 1
+        if self._steps % self.every:
+            return
+        elapsed = time.perf_counter() - self._start
+        rate = {"examples_per_sec": self.examples_per_step * self.every / elapsed}
+        if self.tokens_per_step:
+            rate["tokens_per_sec"] = self.tokens_per_step * self.every / elapsed
+        self.history.append(rate)
+        if logs is not None:
+            logs.update(rate)
+        logger.info("step %d: %s", int(self.model.optimizer.iterations.numpy()),
+                    ", ".join(f"{k} {v:.1f}" for k, v in rate.items()))
+        self._start = time.perf_counter()
+
+
+class _CheckpointEveryLoop(keras.callbacks.Callback):
+    """Saves model, optimizer and the consumed-batch counter after every loop."""
+
+    def __init__(self, manager: tf.train.CheckpointManager, step: tf.Variable, steps_per_loop):
+        super().__init__()
+        self.manager, self.step, self.steps_per_loop = manager, step, steps_per_loop
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.step.assign((epoch + 1) * self.steps_per_loop)
+        path = self.manager.save(checkpoint_number=int(self.step.numpy()))
+        logger.info("saved checkpoint %s", path)
+
+
+def _loop_length(total_steps: int, steps_per_loop: int) -> int:
+    steps_per_loop = max(1, min(steps_per_loop, total_steps))
+    if total_steps % steps_per_loop:  # loops must tile total_steps for exact resumption
+        steps_per_loop = max(d for d in range(1, steps_per_loop + 1) if total_steps % d == 0)
+        logger.info("steps_per_loop set to %d, a divisor of total_steps=%d",
+                    steps_per_loop, total_steps)
+    return steps_per_loop
+
+
+def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
+        steps_per_loop: int = 100, checkpoint_dir: str | None = None, keep_checkpoints: int = 3,
+        validation_data=None, tensorboard_dir: str | None = None,
+        examples_per_step: int | None = None, tokens_per_step: int | None = None,
+        callbacks=(), verbose: int | str = "auto") -> keras.callbacks.History | None:
+    """Trains a compiled model for `total_steps` batches of an endless dataset.
+
+    Checkpoints (model, optimizer slots and step) are written with
+    `tf.train.CheckpointManager` after every `steps_per_loop` steps, keeping the last
+    `keep_checkpoints`. TensorFlow writes each checkpoint under temporary names and
+    renames it, then rewrites the `checkpoint` index atomically, so a crash never leaves
+    a half-written checkpoint in the index. If `checkpoint_dir` holds a checkpoint,
+    training resumes after its step: the first `step` batches of `train_data` are
+    skipped, so a deterministic pipeline (seeded shuffle) yields exactly the batches
+    an uninterrupted run would have seen.
+
+    Args:
+        model: a compiled Keras model.
+        train_data: an endless (`repeat()`ed) dataset of (inputs, labels) batches.
+        total_steps: batches to train on, in all (micro-batches with accumulation).
+        steps_per_loop: steps between checkpoints and validation runs.
+        examples_per_step, tokens_per_step: for the throughput log.
+
+    Returns:
+        The Keras History of this run, or None when the run was already complete.
+    """
+    steps_per_loop = _loop_length(total_steps, steps_per_loop)
+    strategy = model.distribute_strategy
+    multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    with strategy.scope():
+        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="consumed_batches")
+        if checkpoint_dir and not model.optimizer.built:
+            model.optimizer.build(model.trainable_variables)
+    callbacks = list(callbacks)
+    cleanup = None
+    if checkpoint_dir:
+        # Dropout's random streams (Keras SeedGenerator states) are not tracked by the
+        # model object; saving them makes a resumed run draw the same masks.
+        seeds = {f"seed_{i}": v.value for i, v in enumerate(
+            v for v in model.variables if v.path.endswith("seed_generator_state"))}
+        checkpoint = tf.train.Checkpoint(model=model, optimizer=model.optimizer, step=step,
+                                         seed_states=seeds)
+        latest = tf.train.latest_checkpoint(checkpoint_dir)
+        if latest:
+            checkpoint.restore(latest).assert_existing_objects_matched()
+            logger.info("resumed from %s at step %d", latest, int(step.numpy()))
+        write_dir = checkpoint_dir
+        if multi_worker and not _is_chief(strategy):
+            # Every worker takes part in saving; only the chief's copy is kept.
+            write_dir = cleanup = os.path.join(
+                checkpoint_dir, f".worker_{strategy.cluster_resolver.task_id}")
+        manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=keep_checkpoints)
+        callbacks.append(_CheckpointEveryLoop(manager, step, steps_per_loop))
+    done = int(step.numpy())
+    if done >= total_steps:
+        logger.info("training already complete (%d of %d steps)", done, total_steps)
+        return None
+    if done % steps_per_loop:
+        raise ValueError(f"checkpoint at step {done} is not at a loop boundary of "
+                         f"steps_per_loop={steps_per_loop}; resume with the original setting")
+    if tensorboard_dir:
+        callbacks.append(keras.callbacks.TensorBoard(tensorboard_dir, update_freq=steps_per_loop))
+    if examples_per_step:
+        callbacks.append(Throughput(examples_per_step, tokens_per_step,
+                                    every=min(steps_per_loop, 100)))
+    epochs = math.ceil(total_steps / steps_per_loop)
+    try:
+        if multi_worker:
+            return _fit_multi_worker(model, strategy, train_data.skip(done), epochs,
+                                     steps_per_loop, done // steps_per_loop, callbacks)
+        return model.fit(train_data.skip(done), epochs=epochs, steps_per_epoch=steps_per_loop,
+                         initial_epoch=done // steps_per_loop, validation_data=validation_data,
+                         callbacks=callbacks, verbose=verbose)
+    finally:
+        if cleanup:
+            tf.io.gfile.rmtree(cleanup)
+
+
+def _is_chief(strategy) -> bool:
+    resolver = strategy.cluster_resolver
+    if resolver.task_type in (None, "chief"):
+        return True
+    has_chief = "chief" in resolver.cluster_spec().as_dict()
+    return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def _fit_multi_worker(model, strategy, data, epochs, steps_per_epoch, initial_epoch,
+                      callbacks) -> keras.callbacks.History:
+    """Keras' own `train_step`, run by `strategy.run`, one step per call.
+
+    `model.fit` under MultiWorkerMirroredStrategy fails in Keras 3 when it averages
+    the scalar logs across workers ("Invalid reduction dimension 0 for input with 0
+    dimensions", tensorflow/tensorflow#72388). The step itself works: this loop runs it
+    and reads the metrics in cross-replica context, where they are all-reduced.
+    """
+    iterator = iter(strategy.experimental_distribute_dataset(data))
+
+    @tf.function
+    def step_fn(it):
+        strategy.run(model.train_step, args=(next(it),))
+
+    history = keras.callbacks.History()
+    callback_list = keras.callbacks.CallbackList(
+        callbacks + [history], model=model, epochs=epochs, steps=steps_per_epoch)
+    callback_list.on_train_begin()
+    logs = {}
+    for epoch in range(initial_epoch, epochs):
+        model.reset_metrics()
+        callback_list.on_epoch_begin(epoch)
+        for batch in range(steps_per_epoch):
+            callback_list.on_train_batch_begin(batch)
+            step_fn(iterator)
+            logs = {k: float(v) for k, v in model.get_metrics_result().items()}
+            callback_list.on_train_batch_end(batch, logs)
+        callback_list.on_epoch_end(epoch, dict(logs))
+    callback_list.on_train_end(logs)
+    return history
+
+
+def latest_step(checkpoint_dir: str) -> int | None:
+    """The step of the newest complete checkpoint in `checkpoint_dir`, or None."""
+    path = tf.train.latest_checkpoint(checkpoint_dir)
+    if path is None:
+        return None
+    return int(os.path.basename(path).rsplit("-", 1)[1])

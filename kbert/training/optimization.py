@@ -1,0 +1,122 @@
+"""Optimizers of the papers: AdamW with BERT's schedule, LAMB, accumulation, clipping."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+# Variables that the original BERT optimizer exempts from weight decay
+# (`exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]` in optimization.py).
+# Keras matches these patterns against a variable's own name: LayerNorm scales and
+# offsets are named "gamma"/"beta", dense biases "bias".
+NO_DECAY_NAMES = ["gamma", "beta", "bias"]
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """BERT's learning rate: linear warmup from 0, then linear decay to `end_rate`.
+
+    lr(step) = peak * step / warmup_steps                         if step < warmup_steps
+             = end + (peak - end) * (1 - step / total_steps)      otherwise (>= end)
+
+    As in the original `optimization.py`, the decay is measured from step 0, so the
+    warmup and decay lines meet at `warmup_steps` only when warmup is short.
+    """
+
+    def __init__(self, peak_rate: float, total_steps: int, warmup_steps: int = 0,
+                 end_rate: float = 0.0):
+        if total_steps <= 0:
+            raise ValueError(f"total_steps={total_steps} must be positive")
+        if not 0 <= warmup_steps <= total_steps:
+            raise ValueError(f"warmup_steps={warmup_steps} must be in [0, total_steps]")
+        self.peak_rate = float(peak_rate)
+        self.total_steps = int(total_steps)
+        self.warmup_steps = int(warmup_steps)
+        self.end_rate = float(end_rate)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        frac = ops.minimum(step, self.total_steps) / self.total_steps
+        decayed = self.end_rate + (self.peak_rate - self.end_rate) * (1.0 - frac)
+        if self.warmup_steps == 0:
+            return decayed
+        warm = self.peak_rate * step / self.warmup_steps
+        return ops.where(step < self.warmup_steps, warm, decayed)
+
+    def get_config(self):
+        return {"peak_rate": self.peak_rate, "total_steps": self.total_steps,
+                "warmup_steps": self.warmup_steps, "end_rate": self.end_rate}
+
+
+def merge_duplicate_rows(grad):
+    """An embedding gradient (tf.IndexedSlices) with one row per distinct index.
+
+    A gather's gradient has one row per lookup, so a token seen twice in a batch has
+    two rows; the norm of those rows is not the norm of the gradient (which sums
+    them). Global-norm clipping must see the true norm.
+    """
+    if not isinstance(grad, tf.IndexedSlices):
+        return grad
+    unique, position = tf.unique(grad.indices)
+    values = tf.math.unsorted_segment_sum(grad.values, position, tf.shape(unique)[0])
+    return tf.IndexedSlices(values, unique, grad.dense_shape)
+
+
+class _TrueNormClipping:
+    """Global-norm clipping on the true gradient norm (duplicate embedding rows merged).
+
+    Keras, like `tf.clip_by_global_norm` in the original BERT code on CPU/GPU, takes
+    the norm of an IndexedSlices gradient from its unmerged rows, which is wrong when a
+    token repeats in the batch, and then differs from clipping accumulated (dense)
+    gradients.
+    """
+
+    def _clip_gradients(self, grads):
+        if self.global_clipnorm:
+            grads = [merge_duplicate_rows(g) for g in grads]
+        return super()._clip_gradients(grads)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class AdamW(_TrueNormClipping, keras.optimizers.AdamW):
+    """Keras AdamW with global-norm clipping on the true gradient norm."""
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class Lamb(_TrueNormClipping, keras.optimizers.Lamb):
+    """Keras LAMB (You et al., 2020) with global-norm clipping on the true gradient norm."""
+
+
+def create_optimizer(learning_rate: float, total_steps: int, warmup_steps: int = 0,
+                     optimizer: str = "adamw", weight_decay: float = 0.01,
+                     clip_norm: float | None = 1.0, gradient_accumulation_steps: int = 1,
+                     end_rate: float = 0.0) -> keras.optimizers.Optimizer:
+    """The optimizer of BERT fine-tuning (AdamW) or large-batch pretraining (LAMB).
+
+    Args:
+        learning_rate: peak learning rate.
+        total_steps, warmup_steps: optimizer updates (not micro-batches) in training,
+            and those spent warming up (BERT: 10% of fine-tuning, 10k of pretraining).
+        optimizer: "adamw" (beta2 0.999, epsilon 1e-6) or "lamb" (You et al., 2020).
+        weight_decay: decoupled decay rate; never applied to LayerNorm or biases.
+        clip_norm: clip gradients by global norm (1.0 in the original); None for none.
+        gradient_accumulation_steps: average the gradients of k micro-batches before
+            each update, an effective batch k times larger.
+
+    Note: the original `AdamWeightDecayOptimizer` applies no bias correction; Keras'
+    AdamW does, which changes only the first steps of warmup.
+    """
+    schedule = WarmupLinearDecay(learning_rate, total_steps, warmup_steps, end_rate)
+    common = dict(learning_rate=schedule, weight_decay=weight_decay, beta_1=0.9,
+                  beta_2=0.999, epsilon=1e-6, global_clipnorm=clip_norm,
+                  gradient_accumulation_steps=(
+                      gradient_accumulation_steps if gradient_accumulation_steps > 1 else None))
+    if optimizer == "adamw":
+        opt = AdamW(**common)
+    elif optimizer == "lamb":
+        opt = Lamb(**common)
+    else:
+        raise ValueError(f"optimizer={optimizer!r}: use 'adamw' or 'lamb'")
+    opt.exclude_from_weight_decay(var_names=NO_DECAY_NAMES)
+    return opt

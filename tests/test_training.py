@@ -1,0 +1,312 @@
+"""Training runtime: strategies, precision, XLA, optimizers, resumable checkpoints."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert import training
+from tests import train_script
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "train_script.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _train_losses(strategy, steps=6, jit=False, batch=16, dropout=0.0):
+    """Per-step training losses of the tiny BERT classifier under `strategy`."""
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        model = train_script.build(dropout)
+        training.compile_model(
+            model, training.create_optimizer(1e-3, steps, 2),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
+    data = training.finalize_dataset(train_script.examples(), batch, training=True, seed=0)
+    losses = []
+
+    class Record(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            losses.append(float(logs["loss"]))
+
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[Record()])
+    return np.array(losses), model
+
+
+# ------------------------------------------------------------------ strategies
+def test_resolve_strategy_names():
+    assert isinstance(training.resolve_strategy("cpu"), tf.distribute.OneDeviceStrategy)
+    mirrored = training.resolve_strategy("mirrored")
+    assert isinstance(mirrored, tf.distribute.MirroredStrategy)
+    assert mirrored.num_replicas_in_sync == 2  # the two logical CPUs of conftest
+    assert training.resolve_strategy("auto") is tf.distribute.get_strategy()
+    with pytest.raises(ValueError, match="--strategy='gpus'"):
+        training.resolve_strategy("gpus")
+    if not tf.config.list_logical_devices("GPU"):
+        with pytest.raises(ValueError, match="sees no GPU"):
+            training.resolve_strategy("gpu")
+
+
+def test_multi_worker_needs_tf_config(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(ValueError, match="needs TF_CONFIG"):
+        training.resolve_strategy("multi_worker")
+    monkeypatch.setenv("TF_CONFIG", "{not json")
+    with pytest.raises(ValueError, match="TF_CONFIG is not valid JSON"):
+        training.resolve_strategy("multi_worker")
+
+
+def test_mirrored_two_replicas_follows_default_strategy():
+    default, _ = _train_losses(tf.distribute.get_strategy())
+    mirrored, _ = _train_losses(training.resolve_strategy("mirrored"))
+    assert len(default) == 6
+    np.testing.assert_allclose(mirrored[:2], default[:2], rtol=1e-6)
+    # Later steps differ in the last bits (the all-reduce sums in another order), and
+    # Adam's early updates (about lr * sign(g)) enlarge that a little.
+    np.testing.assert_allclose(mirrored, default, rtol=1e-3)
+
+
+def _free_ports(n):
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_multi_worker_two_processes_agree(tmp_path):
+    ports = _free_ports(2)
+    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+    procs = []
+    for i in range(2):
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster,
+                                                      "task": {"type": "worker", "index": i}}),
+               "PYTHONPATH": ROOT}
+        procs.append(subprocess.Popen(
+            [sys.executable, SCRIPT, str(tmp_path / f"w{i}"), "--strategy", "multi_worker",
+             "--total_steps", "4", "--steps_per_loop", "2"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out[-3000:]
+        assert "done" in out
+    w0 = np.load(tmp_path / "w0" / "weights.npz")
+    w1 = np.load(tmp_path / "w1" / "weights.npz")
+    assert len(w0.files) == len(w1.files) > 10
+    for name in w0.files:
+        np.testing.assert_array_equal(w0[name], w1[name])
+    initial = train_script.build(0.0)  # and training moved them
+    assert not np.allclose(w0["arr_0"], initial.trainable_variables[0].numpy())
+
+
+# ------------------------------------------------------------------ XLA, precision
+def test_xla_loses_like_the_default_path():
+    eager, _ = _train_losses(tf.distribute.get_strategy(), jit=False)
+    xla, model = _train_losses(tf.distribute.get_strategy(), jit=True)
+    assert model.jit_compile
+    np.testing.assert_allclose(xla, eager, atol=1e-4)
+
+
+def test_bfloat16_mixed_precision_loses_like_float32():
+    full, _ = _train_losses(tf.distribute.get_strategy())
+    try:
+        assert training.set_precision("mixed_bfloat16") == "mixed_bfloat16"
+        mixed, model = _train_losses(tf.distribute.get_strategy())
+        assert model.layers[-1].compute_dtype == "float32"  # the float32 head
+        encoder = model.layers[3]
+        assert encoder.compute_dtype == "bfloat16"
+        assert all(v.dtype == "float32" for v in model.trainable_variables)
+    finally:
+        training.set_precision(None)
+    np.testing.assert_allclose(mixed, full, atol=0.03)
+    assert training.set_precision("auto") in ("mixed_float16", "mixed_bfloat16")
+    training.set_precision(None)
+    with pytest.raises(ValueError, match="--mixed_precision='fp8'"):
+        training.set_precision("fp8")
+
+
+def test_static_shapes_and_xla_train_step_for_tpu():
+    """What a TPU needs, checked on CPU: fixed shapes and an XLA-compiled step."""
+    data = training.finalize_dataset(train_script.examples(), 16, training=True, seed=0)
+    x_spec, y_spec = data.element_spec
+    assert all(s.shape.is_fully_defined() for s in x_spec.values())
+    assert y_spec.shape.as_list() == [16]
+    model = train_script.build(0.1)
+    training.compile_model(model, training.create_optimizer(1e-3, 4),
+                           keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                           jit_compile=True, steps_per_execution=2)
+    model.fit(data, steps_per_epoch=4, epochs=1, verbose=0)
+    assert model.jit_compile and model.steps_per_execution == 2
+
+
+def test_compile_model_refuses_silent_xla_fallback():
+    class NoJit(keras.layers.Layer):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.supports_jit = False
+
+        def call(self, x):
+            return x
+
+    inputs = keras.Input((3,))
+    model = keras.Model(inputs, NoJit(name="host_only")(keras.layers.Dense(2)(inputs)))
+    with pytest.raises(RuntimeError, match=r"XLA off: layers without XLA support: \['host_only'\]"):
+        training.compile_model(model, "adam", "mse", jit_compile=True)
+
+
+# ------------------------------------------------------------------ optimizers
+def test_warmup_linear_decay_formula():
+    s = training.WarmupLinearDecay(2e-5, total_steps=1000, warmup_steps=100)
+    for step, want in [(0, 0.0), (50, 1e-5), (99, 2e-5 * 99 / 100), (100, 2e-5 * 0.9),
+                       (550, 2e-5 * 0.45), (1000, 0.0), (5000, 0.0)]:
+        np.testing.assert_allclose(float(s(step)), want, rtol=1e-5, atol=1e-12)
+    again = training.WarmupLinearDecay.from_config(s.get_config())
+    assert float(again(300)) == float(s(300))
+    with pytest.raises(ValueError, match="warmup_steps=20"):
+        training.WarmupLinearDecay(1.0, 10, 20)
+
+
+def test_weight_decay_skips_layer_norm_and_bias():
+    model = train_script.build(0.0)
+    opt = training.create_optimizer(0.1, 10, 0, weight_decay=0.5)
+    # A zero loss: Adam's update is 0, so only decoupled weight decay moves weights.
+    model.compile(opt, loss=lambda y, p: keras.ops.sum(p) * 0.0)
+    before = {v.path: v.numpy() for v in model.trainable_variables}
+    x, y = next(iter(training.finalize_dataset(train_script.examples(), 8, True, seed=0)))
+    model.train_on_batch(x, y)
+    decayed, kept = set(), set()
+    for v in model.trainable_variables:
+        (kept if np.array_equal(v.numpy(), before[v.path]) else decayed).add(v.path)
+        if v.path in decayed:  # by the exact factor 1 - lr * wd at step 0
+            np.testing.assert_allclose(v.numpy(), before[v.path] * (1 - 0.1 * 0.5), rtol=1e-6)
+    assert kept and decayed
+    assert all(p.endswith(("/bias", "/gamma", "/beta")) for p in kept), kept
+    assert all(p.endswith(("/kernel", "/embeddings")) for p in decayed), decayed
+    layer_norms = [p for p in before if "layer_norm" in p.lower() or "LayerNorm" in p]
+    assert layer_norms and not set(layer_norms) & decayed
+
+
+@pytest.mark.parametrize("name", ["adamw", "lamb"])
+def test_accumulation_equals_a_larger_batch(name):
+    data = iter(training.finalize_dataset(train_script.examples(), 8, True, seed=0))
+    (x1, y1), (x2, y2) = next(data), next(data)
+    x_big = {k: tf.concat([x1[k], x2[k]], 0) for k in x1}
+    y_big = tf.concat([y1, y2], 0)
+    weights, moments = [], []
+    for accumulate in (2, 1):
+        keras.utils.set_random_seed(0)
+        model = train_script.build(0.0)
+        opt = training.create_optimizer(1e-2, 10, 0, optimizer=name, clip_norm=0.5,
+                                        gradient_accumulation_steps=accumulate)
+        # Adam's first update is about lr * sign(g), which turns float rounding in
+        # near-zero gradients into full-size differences; a large epsilon makes the
+        # update smooth in g, so the comparison tests accumulation, not rounding.
+        opt.epsilon = 1.0
+        model.compile(opt, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        if accumulate == 2:
+            model.train_on_batch(x1, y1)
+            model.train_on_batch(x2, y2)
+        else:
+            model.train_on_batch(x_big, y_big)
+        assert int(opt.iterations.numpy()) == 1  # one update either way
+        weights.append([v.numpy() for v in model.trainable_variables])
+        # First moments after one update: (1 - beta_1) * the clipped mean gradient.
+        moments.append([v.numpy() for v in opt.variables if v.path.endswith("_momentum")])
+    assert len(moments[0]) == len(weights[0]) > 10
+    for a, b in zip(*moments):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-8)
+    assert max(np.abs(m).max() for m in moments[0]) > 1e-4
+    if name == "adamw":
+        # LAMB rescales each variable's update to lr * |w| (the trust ratio), so a
+        # variable whose gradient is only rounding noise moves by a full step in a
+        # noise direction; its weights are compared through the moments above.
+        for a, b in zip(*weights):
+            np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_clipping_uses_the_true_norm_of_embedding_gradients():
+    """A token seen twice gives two gradient rows; clipping must use their sum's norm."""
+    from kbert.training.optimization import merge_duplicate_rows
+
+    grad = tf.IndexedSlices(tf.constant([[3.0, 0.0], [3.0, 0.0], [0.0, 4.0]]),
+                            tf.constant([1, 1, 2]), tf.constant([5, 2]))
+    dense = tf.convert_to_tensor(grad)
+    merged = merge_duplicate_rows(grad)
+    assert float(tf.linalg.global_norm([merged])) == pytest.approx(float(tf.norm(dense)))
+    np.testing.assert_array_equal(tf.convert_to_tensor(merged).numpy(), dense.numpy())
+    var = keras.Variable(np.zeros((5, 2), "float32"))
+    opt = training.create_optimizer(1.0, 10, clip_norm=1.0)
+    opt.build([var])
+    clipped = opt._clip_gradients([grad])[0]
+    assert float(tf.norm(tf.convert_to_tensor(clipped))) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_unknown_optimizer():
+    with pytest.raises(ValueError, match="optimizer='sgd'"):
+        training.create_optimizer(1e-3, 10, optimizer="sgd")
+
+
+# ------------------------------------------------------------------ checkpoints
+def _run_script(out, *args, **popen):
+    return subprocess.Popen([sys.executable, SCRIPT, str(out), *args],
+                            env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def test_killed_run_resumes_at_the_same_step_exactly(tmp_path):
+    common = ["--total_steps", "12", "--steps_per_loop", "3", "--dropout", "0.1"]
+    ref = _run_script(tmp_path / "ref", *common)
+    out = ref.communicate(timeout=300)[0]
+    assert ref.returncode == 0, out[-3000:]
+
+    ckpt = tmp_path / "ckpt"
+    victim = _run_script(tmp_path / "victim", *common, "--checkpoint_dir", str(ckpt),
+                         "--step_sleep", "0.3")
+    deadline = time.time() + 240
+    while (training.latest_step(str(ckpt)) or 0) < 6:
+        assert victim.poll() is None and time.time() < deadline, victim.communicate()[0][-3000:]
+        time.sleep(0.1)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    killed_at = training.latest_step(str(ckpt))
+    assert 6 <= killed_at < 12
+    # Every checkpoint the index lists is complete and readable.
+    state = tf.train.get_checkpoint_state(str(ckpt))
+    for path in state.all_model_checkpoint_paths:
+        reader = tf.train.load_checkpoint(path)
+        for name in reader.get_variable_to_shape_map():
+            reader.get_tensor(name)
+
+    resumed = _run_script(tmp_path / "victim", *common, "--checkpoint_dir", str(ckpt))
+    out = resumed.communicate(timeout=300)[0]
+    assert resumed.returncode == 0, out[-3000:]
+    assert f"at step {killed_at}" in out
+    losses = (tmp_path / "victim" / "losses.txt").read_text().split()
+    assert len(losses) == 12 - killed_at
+    want = np.load(tmp_path / "ref" / "weights.npz")
+    got = np.load(tmp_path / "victim" / "weights.npz")
+    for name in want.files:
+        np.testing.assert_allclose(got[name], want[name], atol=1e-6)
+    assert training.latest_step(str(ckpt)) == 12
+    assert len(state.all_model_checkpoint_paths) <= 3  # keep-last-N
+
+
+def test_completed_run_is_not_repeated(tmp_path):
+    model = train_script.build(0.0)
+    training.compile_model(model, training.create_optimizer(1e-3, 4),
+                           keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    data = training.finalize_dataset(train_script.examples(), 16, True, seed=0)
+    history = training.fit(model, data, 4, 2, checkpoint_dir=str(tmp_path), verbose=0,
+                           examples_per_step=16, tokens_per_step=16 * 12,
+                           tensorboard_dir=str(tmp_path / "tb"))
+    assert len(history.history["loss"]) == 2
+    assert os.listdir(tmp_path / "tb")
+    assert training.fit(model, data, 4, 2, checkpoint_dir=str(tmp_path), verbose=0) is None
