@@ -310,3 +310,28 @@ def test_completed_run_is_not_repeated(tmp_path):
     assert len(history.history["loss"]) == 2
     assert os.listdir(tmp_path / "tb")
     assert training.fit(model, data, 4, 2, checkpoint_dir=str(tmp_path), verbose=0) is None
+
+
+def test_runtime_flags_resolve_and_build():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    training.add_runtime_flags(parser)
+    args = parser.parse_args(["--strategy", "cpu", "--jit_compile",
+                              "--steps_per_execution", "3"])
+    runtime = training.Runtime.from_flags(args)
+    assert runtime.precision == "float32" and runtime.strategy.num_replicas_in_sync == 1
+    model = runtime.build(lambda: train_script.build(0.0),
+                          lambda: training.create_optimizer(1e-3, 4), "mse")
+    assert model.jit_compile and model.steps_per_execution == 3
+    assert model.distribute_strategy is runtime.strategy
+    assert parser.parse_args(["--mixed_precision"]).mixed_precision == "auto"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--strategy", "horovod"])
+
+
+def test_mirrored_with_xla_is_a_clear_error():
+    """Keras XLA-compiles the cross-replica update too, which fails on other devices'
+    variables (keras-hub #949, keras #18110): refuse up front, naming the cause."""
+    with pytest.raises(RuntimeError, match="MirroredStrategy over 2 local devices"):
+        _train_losses(training.resolve_strategy("mirrored"), jit=True)

@@ -42,7 +42,7 @@ def build(dropout):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("out")
-    p.add_argument("--strategy", default="auto")
+    training.add_runtime_flags(p)
     p.add_argument("--total_steps", type=int, default=6)
     p.add_argument("--steps_per_loop", type=int, default=3)
     p.add_argument("--checkpoint_dir")
@@ -51,13 +51,11 @@ def main():
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stdout,
                         format="%(name)s: %(message)s")
-    strategy = training.resolve_strategy(args.strategy)  # first: before any TF op runs
+    runtime = training.Runtime.from_flags(args)  # first: before any other TF work
     keras.utils.set_random_seed(0)
-    with strategy.scope():
-        model = build(args.dropout)
-        training.compile_model(
-            model, training.create_optimizer(1e-3, args.total_steps, 2),
-            keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = runtime.build(lambda: build(args.dropout),
+                          lambda: training.create_optimizer(1e-3, args.total_steps, 2),
+                          keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     data = training.finalize_dataset(examples(), 16, training=True, seed=0)
     losses = []
 

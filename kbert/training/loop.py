@@ -21,6 +21,18 @@ def compile_model(model: keras.Model, optimizer, loss, metrics=None, jit_compile
     jit_compile=False") when a layer does not support XLA or op determinism is
     enabled; kbert raises instead, naming the reason.
     """
+    strategy = model.distribute_strategy
+    local_replicas = (len(strategy.extended.worker_devices)
+                      if isinstance(strategy, (tf.distribute.MirroredStrategy,
+                                               tf.distribute.MultiWorkerMirroredStrategy))
+                      else 1)
+    if jit_compile and local_replicas > 1:
+        raise RuntimeError(
+            f"jit_compile=True with {type(strategy).__name__} over {local_replicas} local "
+            "devices: Keras compiles the whole step with XLA, including the cross-replica "
+            "optimizer update, which reads variables on the other devices (XLA known issue "
+            "'tf.Variable on a different device'; keras-hub #949, keras #18110). Train "
+            "without --jit_compile, or run one device per process (multi_worker).")
     model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile,
                   steps_per_execution=steps_per_execution)
     if jit_compile and not model.jit_compile:
