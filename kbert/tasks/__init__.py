@@ -1,0 +1,1 @@
+"""Fine-tuning tasks: pure functions plus thin command lines."""
