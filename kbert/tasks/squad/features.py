@@ -1,0 +1,177 @@
+"""SQuAD windows: question + a slice of the context, as in BERT's run_squad.py.
+
+Each example becomes one feature per window: `[CLS] question [SEP] context slice
+[SEP]`, windows `doc_stride` tokens apart, questions cut to `max_query_length`
+tokens. A context token can sit in several windows; it is scored only in the window
+where it has the most context (`min(left, right) + 0.01 * window length`, the
+original's rule). Unlike run_squad.py, which re-aligns predicted word pieces to
+whitespace words (`get_final_text`), kbert keeps each token's character span in the
+context, so an answer is always the exact substring `context[start_char:end_char]`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+import numpy as np
+import tensorflow as tf
+
+from kbert.tasks.squad.data import SquadExample
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class SquadFeature:
+    """One window of one example.
+
+    `char_spans[i]` is the (start, end) code-point span in the context of token i, or
+    None for question and special tokens. `max_context[i]` tells whether this window
+    is the one where token i has the most context. `start_position`/`end_position`
+    are the answer's token positions (0, the [CLS] token, when the window does not
+    hold the whole answer or the question has none).
+    """
+
+    example_index: int
+    window_index: int
+    token_ids: np.ndarray
+    segment_ids: np.ndarray
+    padding_mask: np.ndarray
+    char_spans: list
+    max_context: list
+    start_position: int = 0
+    end_position: int = 0
+
+
+def _char_offsets(text: str, byte_starts, byte_ends):
+    """Byte offsets into UTF-8 `text` -> code-point offsets."""
+    byte_to_char = np.zeros(len(text.encode("utf-8")) + 1, dtype=np.int64)
+    pos = 0
+    for i, ch in enumerate(text):
+        n = len(ch.encode("utf-8"))
+        byte_to_char[pos:pos + n] = i
+        pos += n
+    byte_to_char[pos] = len(text)
+    return byte_to_char[np.asarray(byte_starts, np.int64)], \
+        byte_to_char[np.asarray(byte_ends, np.int64)]
+
+
+def _tokenize_contexts(tokenizer, contexts, batch_size=64):
+    """Unique contexts -> (ids, char_starts, char_ends) arrays."""
+    out = {}
+    unique = list(dict.fromkeys(contexts))
+    for i in range(0, len(unique), batch_size):
+        batch = unique[i:i + batch_size]
+        ids, starts, ends = tokenizer.tokenize_with_offsets(tf.constant(batch))
+        for text, row_ids, row_s, row_e in zip(batch, ids.to_list(), starts.to_list(),
+                                               ends.to_list()):
+            cs, ce = _char_offsets(text, row_s, row_e)
+            out[text] = (np.asarray(row_ids, np.int32), cs, ce)
+    return out
+
+
+def window_starts(num_tokens: int, window: int, stride: int) -> list[tuple[int, int]]:
+    """(start, length) of each window over `num_tokens` context tokens."""
+    spans, start = [], 0
+    while True:
+        length = min(num_tokens - start, window)
+        spans.append((start, length))
+        if start + length >= num_tokens:
+            return spans
+        start += min(length, stride)
+
+
+def is_max_context(spans, index: int, position: int) -> bool:
+    """Whether window `index` gives context token `position` its most context."""
+    best, best_score = None, None
+    for i, (start, length) in enumerate(spans):
+        end = start + length - 1
+        if position < start or position > end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best, best_score = i, score
+    return best == index
+
+
+def answer_token_span(char_starts, char_ends, start_char: int, end_char: int):
+    """First and last context token overlapping [start_char, end_char), or None."""
+    hit = np.nonzero((char_starts < end_char) & (char_ends > start_char))[0]
+    if hit.size == 0:
+        return None
+    return int(hit[0]), int(hit[-1])
+
+
+def convert_examples(examples: list[SquadExample], tokenizer, max_seq_length: int = 384,
+                     doc_stride: int = 128, max_query_length: int = 64,
+                     is_training: bool = False) -> list[SquadFeature]:
+    """Examples -> windows, with answer labels when `is_training`.
+
+    Questions longer than `max_query_length` tokens are cut, with a warning naming
+    the question id. Raises ValueError (naming it) when `max_seq_length` leaves no
+    room for context tokens.
+    """
+    contexts = _tokenize_contexts(tokenizer, [e.context for e in examples])
+    questions = tokenizer.tokenize(tf.constant([e.question for e in examples])).to_list()
+    cls_id, sep_id, pad_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
+    features, truncated = [], 0
+    for index, (example, q_ids) in enumerate(zip(examples, questions)):
+        if len(q_ids) > max_query_length:
+            truncated += 1
+            logger.warning("question id %s: question has %d tokens, cut to "
+                           "max_query_length=%d", example.qid, len(q_ids), max_query_length)
+            q_ids = q_ids[:max_query_length]
+        ids, starts, ends = contexts[example.context]
+        window = max_seq_length - len(q_ids) - 3
+        if window <= 0:
+            raise ValueError(f"question id {example.qid}: max_seq_length={max_seq_length} "
+                             f"leaves no room for context after {len(q_ids)} question tokens")
+        if len(ids) == 0:
+            logger.warning("question id %s: context has no tokens; skipped", example.qid)
+            continue
+        answer = None
+        if is_training and not example.is_impossible:
+            text, start = example.answers[0]
+            answer = answer_token_span(starts, ends, start, start + len(text))
+            if answer is None:
+                logger.warning("question id %s: answer %r covers no token; skipped",
+                               example.qid, text)
+                continue
+        spans = window_starts(len(ids), window, doc_stride)
+        offset = len(q_ids) + 2  # [CLS] question [SEP]
+        for w, (start, length) in enumerate(spans):
+            tokens = [cls_id, *q_ids, sep_id, *ids[start:start + length].tolist(), sep_id]
+            n = len(tokens)
+            token_ids = np.full(max_seq_length, pad_id, np.int32)
+            token_ids[:n] = tokens
+            segment_ids = np.zeros(max_seq_length, np.int32)
+            segment_ids[offset:n] = 1
+            padding_mask = np.zeros(max_seq_length, np.int32)
+            padding_mask[:n] = 1
+            char_spans = [None] * max_seq_length
+            max_context = [False] * max_seq_length
+            for j in range(length):
+                char_spans[offset + j] = (int(starts[start + j]), int(ends[start + j]))
+                max_context[offset + j] = is_max_context(spans, w, start + j)
+            feature = SquadFeature(index, w, token_ids, segment_ids, padding_mask,
+                                   char_spans, max_context)
+            if answer is not None and start <= answer[0] and answer[1] < start + length:
+                feature.start_position = answer[0] - start + offset
+                feature.end_position = answer[1] - start + offset
+            features.append(feature)
+    if truncated:
+        logger.warning("%d of %d questions were cut to max_query_length=%d tokens",
+                       truncated, len(examples), max_query_length)
+    return features
+
+
+def feature_arrays(features: list[SquadFeature]) -> dict:
+    """Stacks features into the BertEncoder inputs plus `start_positions`/`end_positions`."""
+    return {
+        "token_ids": np.stack([f.token_ids for f in features]),
+        "segment_ids": np.stack([f.segment_ids for f in features]),
+        "padding_mask": np.stack([f.padding_mask for f in features]),
+        "start_positions": np.array([f.start_position for f in features], np.int32),
+        "end_positions": np.array([f.end_position for f in features], np.int32),
+    }
