@@ -335,3 +335,9 @@ def test_mirrored_with_xla_is_a_clear_error():
     variables (keras-hub #949, keras #18110): refuse up front, naming the cause."""
     with pytest.raises(RuntimeError, match="MirroredStrategy over 2 local devices"):
         _train_losses(training.resolve_strategy("mirrored"), jit=True)
+
+
+def test_total_steps_round_up_to_whole_loops():
+    assert training.whole_loops(1013, 200) == (1200, 200)  # 1013 is prime
+    assert training.whole_loops(600, 200) == (600, 200)
+    assert training.whole_loops(7, 200) == (7, 7)

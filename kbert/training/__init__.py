@@ -1,11 +1,11 @@
 """Training runtime: strategies, precision, optimizers, resumable fit."""
 
 from kbert.training.distribute import STRATEGIES, finalize_dataset, resolve_strategy
-from kbert.training.loop import Throughput, compile_model, fit, latest_step
+from kbert.training.loop import Throughput, compile_model, fit, latest_step, whole_loops
 from kbert.training.optimization import NO_DECAY_NAMES, WarmupLinearDecay, create_optimizer
 from kbert.training.precision import set_precision
 from kbert.training.runtime import Runtime, add_runtime_flags
 
 __all__ = ["NO_DECAY_NAMES", "STRATEGIES", "Throughput", "WarmupLinearDecay", "compile_model",
            "create_optimizer", "finalize_dataset", "fit", "latest_step", "resolve_strategy",
-           "Runtime", "add_runtime_flags", "set_precision"]
+           "Runtime", "add_runtime_flags", "set_precision", "whole_loops"]

@@ -14,7 +14,7 @@ logger = logging.getLogger(__name__)
 
 
 def compile_model(model: keras.Model, optimizer, loss, metrics=None, jit_compile: bool = False,
-                  steps_per_execution: int = 1) -> keras.Model:
+                  steps_per_execution: int = 1, loss_weights=None) -> keras.Model:
     """`model.compile`, then a check that XLA is really on when asked for.
 
     Keras turns `jit_compile` off with only a warning ("Proceeding with
@@ -34,7 +34,7 @@ def compile_model(model: keras.Model, optimizer, loss, metrics=None, jit_compile
             "'tf.Variable on a different device'; keras-hub #949, keras #18110). Train "
             "without --jit_compile, or run one device per process (multi_worker).")
     model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile,
-                  steps_per_execution=steps_per_execution)
+                  steps_per_execution=steps_per_execution, loss_weights=loss_weights)
     if jit_compile and not model.jit_compile:
         blockers = [layer.name for layer in model._flatten_layers() if not layer.supports_jit]
         reason = (f"layers without XLA support: {blockers}" if blockers else
@@ -86,13 +86,15 @@ class _CheckpointEveryLoop(keras.callbacks.Callback):
         logger.info("saved checkpoint %s", path)
 
 
-def _loop_length(total_steps: int, steps_per_loop: int) -> int:
+def whole_loops(total_steps: int, steps_per_loop: int) -> tuple[int, int]:
+    """(total_steps, steps_per_loop) with total_steps rounded up to whole loops, so
+    that every checkpoint falls on a loop boundary (what exact resumption needs)."""
     steps_per_loop = max(1, min(steps_per_loop, total_steps))
-    if total_steps % steps_per_loop:  # loops must tile total_steps for exact resumption
-        steps_per_loop = max(d for d in range(1, steps_per_loop + 1) if total_steps % d == 0)
-        logger.info("steps_per_loop set to %d, a divisor of total_steps=%d",
-                    steps_per_loop, total_steps)
-    return steps_per_loop
+    rounded = math.ceil(total_steps / steps_per_loop) * steps_per_loop
+    if rounded != total_steps:
+        logger.info("total_steps %d rounded up to %d, a whole number of %d-step loops",
+                    total_steps, rounded, steps_per_loop)
+    return rounded, steps_per_loop
 
 
 def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
@@ -114,14 +116,15 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
     Args:
         model: a compiled Keras model.
         train_data: an endless (`repeat()`ed) dataset of (inputs, labels) batches.
-        total_steps: batches to train on, in all (micro-batches with accumulation).
+        total_steps: batches to train on, in all (micro-batches with accumulation);
+            rounded up to a whole number of loops.
         steps_per_loop: steps between checkpoints and validation runs.
         examples_per_step, tokens_per_step: for the throughput log.
 
     Returns:
         The Keras History of this run, or None when the run was already complete.
     """
-    steps_per_loop = _loop_length(total_steps, steps_per_loop)
+    total_steps, steps_per_loop = whole_loops(total_steps, steps_per_loop)
     strategy = model.distribute_strategy
     multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     with strategy.scope():

@@ -46,10 +46,10 @@ class Runtime:
 
     def build(self, build_model: Callable[[], keras.Model],
               build_optimizer: Callable[[], keras.optimizers.Optimizer], loss,
-              metrics=None) -> keras.Model:
+              metrics=None, loss_weights=None) -> keras.Model:
         """Builds and compiles the model and its optimizer under the strategy's scope."""
         with self.strategy.scope():
             model = build_model()
             compile_model(model, build_optimizer(), loss, metrics, self.jit_compile,
-                          self.steps_per_execution)
+                          self.steps_per_execution, loss_weights)
         return model

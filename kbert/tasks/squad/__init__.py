@@ -1,11 +1,14 @@
-"""SQuAD v1.1 and v2.0: reading, official metrics.
+"""SQuAD v1.1 and v2.0: reading, windows, span head, post-processing, official metrics.
 
-Features, the span head, post-processing and `python -m kbert.tasks.squad` are in
-progress (see the README's "Not done yet").
+`python -m kbert.tasks.squad` runs the whole job; see its `--help`.
 """
 
 from kbert.tasks.squad.data import SquadExample, load_json, read_squad
 from kbert.tasks.squad.evaluate import evaluate, exact_match, f1, normalize_answer
+from kbert.tasks.squad.features import SquadFeature, convert_examples, feature_arrays
+from kbert.tasks.squad.model import SpanHead, build_model, span_losses
+from kbert.tasks.squad.postprocess import SquadPredictions, postprocess
 
-__all__ = ["SquadExample", "evaluate", "exact_match", "f1", "load_json", "normalize_answer",
-           "read_squad"]
+__all__ = ["SpanHead", "SquadExample", "SquadFeature", "SquadPredictions", "build_model",
+           "convert_examples", "evaluate", "exact_match", "f1", "feature_arrays", "load_json",
+           "normalize_answer", "postprocess", "read_squad", "span_losses"]

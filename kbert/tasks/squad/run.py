@@ -1,0 +1,161 @@
+"""The SQuAD pipeline behind `python -m kbert.tasks.squad`: data, features, training,
+prediction, evaluation. Everything is validated before training starts."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import keras
+import tensorflow as tf
+
+from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
+from kbert import training
+from kbert.io import atomic_file
+from kbert.tasks.squad.data import load_json, read_squad
+from kbert.tasks.squad.evaluate import evaluate
+from kbert.tasks.squad.features import convert_examples, feature_arrays
+from kbert.tasks.squad.model import build_model, span_losses
+from kbert.tasks.squad.postprocess import postprocess
+from kbert.tasks.squad.sample import make_sample
+
+logger = logging.getLogger(__name__)
+
+# A BERT small enough to train on the bundled sample in minutes on a CPU.
+DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
+
+
+def _write_json(path, obj):
+    with atomic_file(path) as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+
+
+def load_data(args):
+    """(train examples, dev examples, dev JSON) from files, TFDS or the bundled sample."""
+    if args.tfds:
+        return _load_tfds(args.version_2_with_negative)
+    if args.train_file or args.predict_file:
+        if not (args.train_file and args.predict_file):
+            raise SystemExit("give both --train_file and --predict_file (or neither, for "
+                             "the bundled sample)")
+        dev_json = load_json(args.predict_file)
+        return read_squad(args.train_file), read_squad(dev_json), dev_json
+    data = make_sample(args.sample_paragraphs, args.seed, args.version_2_with_negative)
+    dev = dict(data, data=data["data"][::6])
+    train = dict(data, data=[a for i, a in enumerate(data["data"]) if i % 6])
+    _write_json(os.path.join(args.output_dir, "sample_train.json"), train)
+    _write_json(os.path.join(args.output_dir, "sample_dev.json"), dev)
+    return read_squad(train, strict=True), read_squad(dev, strict=True), dev
+
+
+def _load_tfds(version_2):
+    name = "squad/v2.0" if version_2 else "squad/v1.1"
+    try:
+        import tensorflow_datasets as tfds
+
+        splits = tfds.load(name, split=["train", "validation"])
+    except Exception as e:  # no network, or no prepared copy
+        raise SystemExit(f"TFDS could not load {name} ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:200]}); download the SQuAD JSON files "
+                         "and pass --train_file and --predict_file") from None
+    out = []
+    for split in splits:
+        articles = {}
+        for ex in tfds.as_numpy(split):
+            context = ex["context"].decode()
+            texts = [t.decode() for t in ex["answers"]["text"]]
+            qa = {"id": ex["id"].decode(), "question": ex["question"].decode(),
+                  "answers": [{"text": t, "answer_start": int(s)}
+                              for t, s in zip(texts, ex["answers"]["answer_start"])]}
+            if version_2:
+                qa["is_impossible"] = not texts
+            title = ex["title"].decode()
+            paragraphs = articles.setdefault(title, {})
+            paragraphs.setdefault(context, []).append(qa)
+        out.append({"version": "v2.0" if version_2 else "1.1", "data": [
+            {"title": t, "paragraphs": [{"context": c, "qas": q} for c, q in ps.items()]}
+            for t, ps in articles.items()]})
+    return read_squad(out[0]), read_squad(out[1]), out[1]
+
+
+def _tokenizer(args, train_examples):
+    lowercase = None if args.do_lower_case is None else bool(args.do_lower_case)
+    if args.init_from:
+        return BertTokenizer.from_pretrained(args.init_from, lowercase=lowercase,
+                                             seq_length=args.max_seq_length)
+    texts = [e.context for e in train_examples] + [e.question for e in train_examples]
+    vocab = build_vocab(list(dict.fromkeys(texts)), vocab_size=args.vocab_size, min_count=1,
+                        lowercase=True if lowercase is None else lowercase)
+    return BertTokenizer(vocab, lowercase=True if lowercase is None else lowercase,
+                         seq_length=args.max_seq_length)
+
+
+def _encoder(args, tokenizer):
+    if args.init_from:
+        return BertEncoder.from_pretrained(args.init_from)
+    overrides = dict(vocab_size=tokenizer.vocab_size,
+                     max_position_embeddings=max(args.max_seq_length, 64))
+    if args.preset == "demo":
+        return BertEncoder(BertConfig(**DEMO_CONFIG, **overrides))
+    return BertEncoder(BertConfig.preset(args.preset, **overrides))
+
+
+def run(args) -> dict:
+    """Trains and evaluates as the flags say; returns the official metrics."""
+    runtime = training.Runtime.from_flags(args)  # first: it may configure the runtime
+    keras.utils.set_random_seed(args.seed)
+    os.makedirs(args.output_dir, exist_ok=True)
+    train_examples, dev_examples, dev_json = load_data(args)
+    tokenizer = _tokenizer(args, train_examples)
+    feature_args = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
+                        max_query_length=args.max_query_length)
+    train_features = convert_examples(train_examples, tokenizer, is_training=True,
+                                      **feature_args)
+    dev_features = convert_examples(dev_examples, tokenizer, **feature_args)
+    if not train_features or not dev_features:
+        raise SystemExit("no training or evaluation windows: check the data files")
+    logger.info("%d training questions -> %d windows; %d evaluation questions -> %d windows",
+                len(train_examples), len(train_features), len(dev_examples), len(dev_features))
+
+    arrays = feature_arrays(train_features)
+    x = {k: arrays[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    y = {"start_logits": arrays["start_positions"], "end_logits": arrays["end_positions"]}
+    batch = args.train_batch_size
+    total_steps, steps_per_loop = training.whole_loops(
+        max(1, int(args.num_train_epochs * len(train_features) / batch)), args.steps_per_loop)
+    data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
+                                     training=True, seed=args.seed)
+    losses, weights = span_losses()
+    model = runtime.build(
+        lambda: build_model(_encoder(args, tokenizer)),
+        lambda: training.create_optimizer(args.learning_rate, total_steps,
+                                          int(total_steps * args.warmup_proportion)),
+        losses, loss_weights=weights)
+    training.fit(model, data, total_steps, steps_per_loop,
+                 checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
+                 examples_per_step=batch, tokens_per_step=batch * args.max_seq_length,
+                 verbose=2)
+
+    dev_arrays = feature_arrays(dev_features)
+    logits = model.predict({k: dev_arrays[k] for k in ("token_ids", "segment_ids",
+                                                       "padding_mask")},
+                           batch_size=args.predict_batch_size, verbose=0)
+    predictions = postprocess(dev_examples, dev_features, logits["start_logits"],
+                              logits["end_logits"], args.n_best_size, args.max_answer_length,
+                              args.version_2_with_negative, args.null_score_diff_threshold)
+    predictions.write(args.output_dir)
+    results = evaluate(dev_json, predictions.answers,
+                       predictions.null_odds if args.version_2_with_negative else None)
+    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    encoder = next(layer for layer in model.layers if isinstance(layer, BertEncoder))
+    encoder.save_pretrained(os.path.join(args.output_dir, "encoder"), tokenizer=tokenizer)
+    _save_model(model, os.path.join(args.output_dir, "model.keras"))
+    return results
+
+
+def _save_model(model, path):
+    """`model.save`, atomically: written beside `path`, then renamed onto it."""
+    tmp = os.path.join(os.path.dirname(path), ".tmp-" + os.path.basename(path))
+    model.save(tmp)
+    os.replace(tmp, path)
