@@ -31,7 +31,7 @@ logger = logging.getLogger("kbert.tasks.squad")
 REAL_DEFAULTS = {"max_seq_length": 384, "doc_stride": 128, "learning_rate": 5e-5,
                  "num_train_epochs": 3.0}
 SAMPLE_DEFAULTS = {"max_seq_length": 128, "doc_stride": 64, "learning_rate": 1e-3,
-                   "num_train_epochs": 12.0}
+                   "num_train_epochs": 8.0}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                       help="read squad/v1.1 or squad/v2.0 from TensorFlow Datasets")
     data.add_argument("--version_2_with_negative", action="store_true",
                       help="SQuAD v2.0: questions may have no answer")
-    data.add_argument("--sample_paragraphs", type=int, default=360,
+    data.add_argument("--sample_paragraphs", type=int, default=1800,
                       help="bundled sample size (paragraphs; 1/6 are held out)")
     model = p.add_argument_group("model")
     model.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder "
