@@ -54,3 +54,15 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
         raise
+
+
+def read_json(path: str | os.PathLike):
+    """Loads a JSON file; malformed JSON is a ValueError naming the file, line and column."""
+    import json
+
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as f:
+        try:
+            return json.load(f)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None

@@ -22,7 +22,7 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from kbert.io import atomic_file
+from kbert.io import atomic_file, read_json
 from kbert.tokenizers import unicode_tables
 
 logger = logging.getLogger(__name__)
@@ -370,8 +370,7 @@ class BertTokenizer(tf.Module):
         settings = {}
         cfg = os.path.join(path, "tokenizer_config.json")
         if os.path.exists(cfg):
-            with open(cfg, encoding="utf-8") as f:
-                d = json.load(f)
+            d = read_json(cfg)
             if "do_lower_case" in d:
                 settings["lowercase"] = bool(d["do_lower_case"])
             if d.get("strip_accents") is not None:

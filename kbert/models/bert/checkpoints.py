@@ -9,14 +9,13 @@ dense kernels transposed). kbert folders store the canonical names in safetensor
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import os
 import re
 
 import numpy as np
 
-from kbert.io import atomic_directory
+from kbert.io import atomic_directory, read_json
 from kbert.models.bert.config import BertConfig
 
 logger = logging.getLogger(__name__)
@@ -143,12 +142,7 @@ def detect_format(folder: str) -> str:
         raise FileNotFoundError(f"{folder}: not a folder")
     cfg = os.path.join(folder, CONFIG)
     if os.path.exists(cfg):
-        with open(cfg, encoding="utf-8") as f:
-            try:
-                d = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{cfg}:{e.lineno}: not valid JSON ({e.msg})") from None
-        return "kbert" if "kbert_model" in d else "hf"
+        return "kbert" if "kbert_model" in read_json(cfg) else "hf"
     if os.path.exists(os.path.join(folder, "bert_config.json")):
         return "google"
     raise FileNotFoundError(

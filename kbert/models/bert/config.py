@@ -122,12 +122,10 @@ class BertConfig:
         """Reads kbert's `config.json`, Hugging Face's `config.json` or Google's
         `bert_config.json`. For Google's file, `"gelu"` means the tanh approximation,
         since that is what the checkpoint's reference code (modeling.py) computes."""
+        from kbert.io import read_json
+
         path = os.fspath(path)
-        try:
-            with open(path, encoding="utf-8") as f:
-                d = json.load(f)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        d = read_json(path)
         if not isinstance(d, dict):
             raise ValueError(f"{path}: expected a JSON object")
         is_google = os.path.basename(path) == "bert_config.json"

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 import sys
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -61,10 +60,11 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
                        help="override the casing read from --init_from")
     feats = p.add_argument_group("features and post-processing (run_squad.py defaults)")
-    feats.add_argument("--max_seq_length", type=int, default=None,
-                       help="default 384; on the bundled sample " + str(SAMPLE_DEFAULTS["max_seq_length"]))
-    feats.add_argument("--doc_stride", type=int, default=None,
-                       help="default 128; on the bundled sample " + str(SAMPLE_DEFAULTS["doc_stride"]))
+    train = p.add_argument_group("training")
+    for flag, real in REAL_DEFAULTS.items():  # defaults differ for the bundled sample
+        group = feats if flag in ("max_seq_length", "doc_stride") else train
+        group.add_argument(f"--{flag}", type=type(real), default=None,
+                           help=f"default {real}; on the bundled sample {SAMPLE_DEFAULTS[flag]}")
     feats.add_argument("--max_query_length", type=int, default=64,
                        help="question tokens kept (longer questions are cut, with a warning)")
     feats.add_argument("--n_best_size", type=int, default=20,
@@ -73,14 +73,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="longest answer, in tokens")
     feats.add_argument("--null_score_diff_threshold", type=float, default=0.0,
                        help="v2.0: no answer when null score - best span score exceeds this")
-    train = p.add_argument_group("training")
-    train.add_argument("--learning_rate", type=float, default=None,
-                       help="default 5e-5; on the bundled sample " + str(SAMPLE_DEFAULTS["learning_rate"]))
     train.add_argument("--train_batch_size", type=int, default=32, help="global batch size")
     train.add_argument("--predict_batch_size", type=int, default=64,
                        help="batch size for prediction")
-    train.add_argument("--num_train_epochs", type=float, default=None,
-                       help="default 3.0; on the bundled sample " + str(SAMPLE_DEFAULTS["num_train_epochs"]))
     train.add_argument("--warmup_proportion", type=float, default=0.1,
                        help="share of training steps with linear learning-rate warmup")
     train.add_argument("--steps_per_loop", type=int, default=200,

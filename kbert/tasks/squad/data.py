@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
+
+from kbert.io import read_json
 
 logger = logging.getLogger(__name__)
 
@@ -31,11 +32,7 @@ class SquadExample:
 def load_json(path: str | os.PathLike) -> dict:
     """Loads a SQuAD file; malformed JSON is an error naming the file and line."""
     path = os.fspath(path)
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise ValueError(f"{path}: not a SQuAD file (expected an object with a 'data' list)")
     return data
