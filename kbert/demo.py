@@ -17,8 +17,6 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-logger = logging.getLogger("kbert.demo")
-
 _SUBJECTS = ["the film", "this café", "the hotel", "our guide", "the book", "the concert",
              "the service", "this phone", "the museum", "the pasta"]
 _POSITIVE = ["good", "great", "wonderful", "excellent", "delightful", "charming"]

@@ -16,7 +16,6 @@ punctuation and CJK, per-piece cleaning and normalization, then FastWordpiece.
 from __future__ import annotations
 
 import json
-import logging
 import os
 
 import tensorflow as tf
@@ -24,8 +23,6 @@ import tensorflow_text as tf_text
 
 from kbert.io import atomic_file, read_json
 from kbert.tokenizers import unicode_tables
-
-logger = logging.getLogger(__name__)
 
 MAX_CHARS_PER_WORD = 100  # max_input_chars_per_word of the reference
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")

@@ -57,10 +57,11 @@ def postprocess(examples, features, start_logits, end_logits, n_best_size: int =
                 score = float(s[0] + e[0])
                 if null is None or score < null[0]:
                     null = (score, float(s[0]), float(e[0]))
+            best_ends = _top(e, n_best_size)
             for a in _top(s, n_best_size):
                 if feature.char_spans[a] is None or not feature.max_context[a]:
                     continue
-                for b in _top(e, n_best_size):
+                for b in best_ends:
                     if feature.char_spans[b] is None or b < a or b - a + 1 > max_answer_length:
                         continue
                     start_char = feature.char_spans[a][0]
