@@ -83,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--output_dir", default="runs/squad",
                        help="predictions, checkpoints, the fine-tuned model and metrics")
     train.add_argument("--export_dir", default=None,
-                       help="SavedModel for TF Serving (not implemented yet: see README)")
+                       help="SavedModel for TF Serving (default OUTPUT_DIR/serving/squad/1; "
+                            "'none': no export)")
     train.add_argument("--seed", type=int, default=0,
                        help="seed for initialization, shuffling and the bundled sample")
     add_runtime_flags(p)
@@ -118,9 +119,10 @@ def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     from kbert.tasks.squad.run import run
 
-    if args.export_dir:
-        raise SystemExit("--export_dir: SavedModel export is not implemented yet "
-                         "(the export issue); drop the flag")
+    if args.export_dir is None:
+        args.export_dir = os.path.join(args.output_dir, "serving", "squad", "1")
+    elif args.export_dir.lower() == "none":
+        args.export_dir = None
     defaults = REAL_DEFAULTS if (args.train_file or args.tfds) else SAMPLE_DEFAULTS
     for key, value in defaults.items():
         if getattr(args, key) is None:
@@ -129,6 +131,8 @@ def main(argv=None) -> int:
     key_em = "exact" if "exact" in results else "exact_match"
     print(f"SQuAD {'v2.0' if 'exact' in results else 'v1.1'}: EM {results[key_em]:.2f} "
           f"F1 {results['f1']:.2f} ({args.output_dir}/eval_results.json)")
+    if args.export_dir:
+        print(f"SavedModel for TF Serving: {args.export_dir}")
     return 0
 
 

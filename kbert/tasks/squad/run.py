@@ -12,6 +12,8 @@ import tensorflow as tf
 
 from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
 from kbert import training
+from kbert.export import export_squad
+from kbert.export.folder import save_task_folder
 from kbert.io import atomic_file
 from kbert.tasks.squad.data import load_json, read_squad
 from kbert.tasks.squad.evaluate import evaluate
@@ -150,12 +152,30 @@ def run(args) -> dict:
     _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
     encoder = next(layer for layer in model.layers if isinstance(layer, BertEncoder))
     encoder.save_pretrained(os.path.join(args.output_dir, "encoder"), tokenizer=tokenizer)
-    _save_model(model, os.path.join(args.output_dir, "model.keras"))
+    settings = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
+                    max_query_length=args.max_query_length, n_best_size=args.n_best_size,
+                    max_answer_length=args.max_answer_length,
+                    version_2_with_negative=args.version_2_with_negative,
+                    null_score_diff_threshold=args.null_score_diff_threshold)
+    save_task_folder(args.output_dir, model, tokenizer, "squad", **settings)
+    if args.export_dir:
+        export_squad(model, tokenizer, args.export_dir, **settings)
+        _check_export(args.export_dir, dev_examples, predictions)
+        logger.info("SavedModel for TF Serving: %s", args.export_dir)
     return results
 
 
-def _save_model(model, path):
-    """`model.save`, atomically: written beside `path`, then renamed onto it."""
-    tmp = os.path.join(os.path.dirname(path), ".tmp-" + os.path.basename(path))
-    model.save(tmp)
-    os.replace(tmp, path)
+def _check_export(export_dir, examples, predictions, n=64):
+    """The SavedModel must give the answers of the Python post-processing."""
+    sample = examples[:n]
+    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+    out = serve(question=tf.constant([e.question for e in sample]),
+                context=tf.constant([e.context for e in sample]))
+    answers = [a.decode("utf-8") for a in out["answer"].numpy()]
+    differ = [e.qid for e, a in zip(sample, answers) if a != predictions.answers[e.qid]]
+    if differ:
+        raise RuntimeError(f"{export_dir}: the SavedModel answers {len(differ)} of "
+                           f"{len(sample)} questions differently from the Python "
+                           f"post-processing (question ids {differ[:5]})")
+    logger.info("SavedModel checked: same answers as predictions.json on %d questions",
+                len(sample))

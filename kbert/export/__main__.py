@@ -1,0 +1,84 @@
+"""`python -m kbert.export`: SavedModels for TF Serving, and a check of them.
+
+    python -m kbert.export --model_dir runs/squad --task squad \\
+        --export_dir serving/squad/1
+    python -m kbert.export --model_dir uncased_L-12_H-768_A-12 --task embeddings \\
+        --export_dir serving/bert/1 --seq_length 128
+    python -m kbert.export check serving/squad/1 --serving_version 2.19
+
+--model_dir is the --output_dir of a kbert task run (`kbert_task.json`, `model.keras`,
+`vocab.txt`), or for `--task embeddings` any kbert, Hugging Face or Google BERT folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _check_main(argv) -> int:
+    from kbert.export.ops import DEFAULT_SERVING_VERSION, SERVING_VERSIONS
+
+    p = argparse.ArgumentParser(
+        prog="python -m kbert.export check",
+        description="List signatures and ops, check the ops against the stock "
+                    "tensorflow_model_server, replay the warmup requests in a fresh process.")
+    p.add_argument("export_dir", help="a SavedModel folder (BASE/NAME/VERSION)")
+    p.add_argument("--serving_version", default=DEFAULT_SERVING_VERSION,
+                   choices=SERVING_VERSIONS, help="TF Serving release to check against")
+    args = p.parse_args(argv)
+    from kbert.export.check import check
+
+    return 0 if check(args.export_dir, args.serving_version) else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    from kbert.export.folder import TASKS
+    from kbert.export.ops import DEFAULT_SERVING_VERSION, SERVING_VERSIONS
+
+    p = argparse.ArgumentParser(prog="python -m kbert.export",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model_dir", required=True,
+                   help="task run folder (or a BERT folder for --task embeddings)")
+    p.add_argument("--task", required=True, choices=TASKS, help="signature to export")
+    p.add_argument("--export_dir", required=True,
+                   help="EXPORT_BASE/NAME/VERSION, as TF Serving expects")
+    p.add_argument("--serving_version", default=DEFAULT_SERVING_VERSION,
+                   choices=SERVING_VERSIONS,
+                   help="the tensorflow_model_server release the export must load in")
+    p.add_argument("--seq_length", type=int, default=None,
+                   help="override the sequence length of the task run (embeddings: "
+                        "default 128)")
+    p.add_argument("--no_check", action="store_true",
+                   help="skip replaying the warmup requests in a fresh process")
+    return p
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["check"]:
+        return _check_main(argv[1:])
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from kbert.export.check import check
+    from kbert.export.folder import export_from_folder
+
+    try:
+        path = export_from_folder(args.model_dir, args.task, args.export_dir,
+                                  serving_version=args.serving_version,
+                                  seq_length=args.seq_length)
+    except (FileNotFoundError, ValueError) as e:
+        raise SystemExit(f"error: {e}") from None
+    print(f"exported {args.task} SavedModel to {path}")
+    if args.no_check:
+        return 0
+    return 0 if check(path, args.serving_version) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

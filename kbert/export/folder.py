@@ -1,0 +1,92 @@
+"""Task folders: what a kbert task run leaves for `python -m kbert.export --model_dir`.
+
+A task folder holds `model.keras` (the fine-tuned model), `vocab.txt` and
+`tokenizer_config.json` (the tokenizer), and `kbert_task.json`: the task name and the
+settings its export needs (sequence length, labels, SQuAD window settings, ...).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import keras
+
+from kbert.io import atomic_file, read_json
+
+TASK_FILE = "kbert_task.json"
+TASKS = ("classifier", "squad", "ner", "embeddings")
+
+
+def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **settings) -> None:
+    """Writes model, tokenizer and task settings into `path`, each file atomically."""
+    if task not in TASKS:
+        raise ValueError(f"task {task!r}: expected one of {TASKS}")
+    os.makedirs(path, exist_ok=True)
+    tokenizer.save_pretrained(path)
+    target = os.path.join(path, "model.keras")
+    tmp = os.path.join(path, ".tmp-model.keras")
+    model.save(tmp)
+    os.replace(tmp, target)
+    with atomic_file(os.path.join(path, TASK_FILE)) as f:
+        json.dump({"task": task, "settings": settings}, f, indent=2, ensure_ascii=False)
+
+
+def load_task_folder(path: str):
+    """(task, model, tokenizer, settings) from a task folder."""
+    import importlib
+
+    from kbert import BertTokenizer
+
+    for module in ("kbert.tasks.squad", "kbert.tasks.glue", "kbert.tasks.ner"):
+        try:  # registers the task heads for deserialization
+            importlib.import_module(module)
+        except ModuleNotFoundError:
+            pass
+
+    task_file = os.path.join(path, TASK_FILE)
+    if not os.path.exists(task_file):
+        raise FileNotFoundError(
+            f"{path}: no {TASK_FILE}; --model_dir must be the --output_dir of a kbert task "
+            "run (or, for --task embeddings, a BERT folder)")
+    info = read_json(task_file)
+    for key in ("task", "settings"):
+        if key not in info:
+            raise ValueError(f"{task_file}: missing field {key!r}")
+    model = keras.saving.load_model(os.path.join(path, "model.keras"), compile=False)
+    tokenizer = BertTokenizer.from_pretrained(path)
+    return info["task"], model, tokenizer, dict(info["settings"])
+
+
+def export_from_folder(model_dir: str, task: str, export_dir: str, *,
+                       serving_version: str | None = None, seq_length: int | None = None) -> str:
+    """Exports the model of a task folder (or, for "embeddings", a BERT folder)."""
+    from kbert.export import ops as ops_lib
+    from kbert.export import saved_model
+
+    version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
+    if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
+        from kbert import BertEncoder, BertTokenizer
+
+        encoder = BertEncoder.from_pretrained(model_dir)
+        tokenizer = BertTokenizer.from_pretrained(model_dir)
+        return saved_model.export_embeddings(encoder, tokenizer, export_dir,
+                                             seq_length=seq_length or 128,
+                                             serving_version=version)
+    saved_task, model, tokenizer, settings = load_task_folder(model_dir)
+    if task == "embeddings":
+        encoder = saved_model._find_encoder(model)
+        return saved_model.export_embeddings(
+            encoder, tokenizer, export_dir, serving_version=version,
+            seq_length=seq_length or settings.get("seq_length", settings.get(
+                "max_seq_length", 128)))
+    if task != saved_task:
+        raise ValueError(f"{model_dir}: a {saved_task!r} model cannot be exported as "
+                         f"--task {task} (use --task {saved_task} or embeddings)")
+    exporter = {"classifier": saved_model.export_classifier,
+                "squad": saved_model.export_squad}.get(task)
+    if task == "ner":
+        from kbert.export.ner_graph import export_ner as exporter
+    if seq_length:
+        settings["max_seq_length" if task == "squad" else "seq_length"] = seq_length
+    return exporter(model, tokenizer, export_dir, serving_version=version, **settings)

@@ -1,0 +1,182 @@
+"""SQuAD answering as TF graph ops: windows, model, span search, character offsets.
+
+It computes what `kbert.tasks.squad` computes in Python (`convert_examples`, the
+model, `postprocess`) for one question and one context per batch row, so that a
+SavedModel answers raw strings by itself:
+
+- the question is cut to `max_query_length` tokens; the context is cut into windows
+  of `max_seq_length - len(question) - 3` tokens, `doc_stride` apart;
+- every window goes through the model; in each window the `n_best_size` best start
+  and end positions are paired (end >= start, at most `max_answer_length` tokens,
+  the start token in its max-context window);
+- the best pair over all windows is the answer; v2.0 compares it with the null score
+  (smallest [CLS] start + end logit) and `null_score_diff_threshold`;
+- the answer is the context substring between the tokens' byte offsets, and the byte
+  offsets become code-point offsets, so `answer == context[start_char:end_char]`.
+
+Ties break as in Python (first window, then the order of the top-k lists), and scores
+use the same float32 and float64 arithmetic, so both give the same answers.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def _first_argmax(values, mask, axis=-1):
+    """Index of the first maximum of `values` where `mask` (ties: lowest index), and
+    whether any entry is masked in. `tf.argmax` leaves ties unspecified."""
+    neg = tf.constant(float("-inf"), values.dtype)
+    masked = tf.where(mask, values, neg)
+    best = tf.reduce_max(masked, axis=axis, keepdims=True)
+    n = tf.shape(values, out_type=tf.int64)[axis]
+    index = tf.range(n, dtype=tf.int64)
+    shape = [1] * values.shape.rank
+    shape[axis] = -1
+    index = tf.reshape(index, shape)
+    first = tf.reduce_min(tf.where(mask & tf.equal(masked, best), index, n), axis=axis)
+    return first, tf.reduce_any(mask, axis=axis)
+
+
+def byte_to_char_offsets(texts, byte_offsets):
+    """Code-point offsets of byte offsets (at character boundaries) into UTF-8 `texts`.
+
+    Args:
+        texts: tf.string [batch]; byte_offsets: int64 [batch].
+    """
+    _, char_starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")
+    before = tf.cast(char_starts < tf.expand_dims(byte_offsets, 1), tf.int64)
+    return tf.reduce_sum(before, axis=1)
+
+
+def squad_windows(tokenizer, question, context, max_seq_length: int, doc_stride: int,
+                  max_query_length: int):
+    """The windows of `[CLS] question [SEP] context slice [SEP]` for every row.
+
+    Returns:
+        (inputs, info): `inputs` the encoder inputs [num_windows, max_seq_length];
+        `info` a dict of per-window int64 vectors (`example`, `index`, `start`,
+        `length`, `offset`) and the context tokens' byte offsets (`byte_start`,
+        `byte_end`, RaggedTensors [batch, (tokens)]).
+    """
+    # Cut the question so that at least one context token fits in each window.
+    q_ids = tokenizer._tokenize_with_offsets(question)[0][
+        :, :min(max_query_length, max_seq_length - 4)]
+    c_ids, c_start, c_end = tokenizer._tokenize_with_offsets(context)
+    q_len, c_len = q_ids.row_lengths(), c_ids.row_lengths()
+    window = max_seq_length - 3 - q_len  # >= 1
+    step = tf.minimum(window, doc_stride)
+    extra = tf.maximum(c_len - window, 0)
+    n_windows = 1 + (extra + step - 1) // step  # an empty context gets one empty window
+    example = tf.repeat(tf.range(tf.shape(question, out_type=tf.int64)[0]), n_windows)
+    index = tf.ragged.range(n_windows).flat_values
+    start = index * tf.gather(step, example)
+    length = tf.minimum(tf.gather(window, example), tf.gather(c_len, example) - start)
+    first = tf.gather(c_ids.row_starts(), example) + start
+    slices = tf.gather(c_ids.flat_values, tf.ragged.range(first, first + length))
+    # No truncation happens: question + window fit max_seq_length - 3 by construction.
+    inputs = tokenizer.pack(tf.gather(q_ids, example), slices, max_seq_length)
+    info = {"example": example, "index": index, "start": start, "length": length,
+            "offset": tf.gather(q_len, example) + 2, "n_windows": n_windows,
+            "byte_start": c_start, "byte_end": c_end}
+    return inputs, info
+
+
+def _max_context(info, max_seq_length: int):
+    """[num_windows, max_seq_length] bool: the position is a context token whose
+    most-context window (the original's score, first window on ties) is this one."""
+    pos = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
+    j = pos - info["offset"][:, tf.newaxis]
+    is_context = (j >= 0) & (j < info["length"][:, tf.newaxis])
+    token = info["start"][:, tf.newaxis] + j  # context token index, [N, L]
+    # All windows of the same example, padded: [N, 1, M].
+    n = info["n_windows"]
+    starts = tf.RaggedTensor.from_row_lengths(info["start"], n).to_tensor(-1)
+    lengths = tf.RaggedTensor.from_row_lengths(info["length"], n).to_tensor(0)
+    ws = tf.gather(starts, info["example"])[:, tf.newaxis, :]
+    wl = tf.gather(lengths, info["example"])[:, tf.newaxis, :]
+    t = token[:, :, tf.newaxis]
+    we = ws + wl - 1
+    contains = (t >= ws) & (t <= we) & (wl > 0)
+    score = (tf.cast(tf.minimum(t - ws, we - t), tf.float64)
+             + 0.01 * tf.cast(wl, tf.float64))
+    best, _ = _first_argmax(score, contains, axis=-1)  # [N, L]
+    return is_context, is_context & tf.equal(best, info["index"][:, tf.newaxis])
+
+
+def squad_answers(start_logits, end_logits, info, context, *, n_best_size: int,
+                  max_answer_length: int, version_2_with_negative: bool,
+                  null_score_diff_threshold: float):
+    """The answer of each batch row from per-window logits [num_windows, seq_length].
+
+    Returns:
+        dict: `answer` tf.string [batch], `score` float32 [batch] (start + end logit of
+        the answer; the null score when there is none), `start_char`/`end_char` int64
+        [batch] (-1 for no answer), and for v2.0 `has_answer` bool [batch].
+    """
+    start_logits = tf.cast(start_logits, tf.float32)
+    end_logits = tf.cast(end_logits, tf.float32)
+    seq_length = start_logits.shape[-1] or tf.shape(start_logits)[-1]
+    is_context, max_context = _max_context(info, seq_length)
+    k = min(n_best_size, start_logits.shape[-1]) if start_logits.shape[-1] else n_best_size
+    s_val, s_idx = tf.math.top_k(start_logits, k)  # ties: lower index first, as Python
+    e_val, e_idx = tf.math.top_k(end_logits, k)
+    s_idx, e_idx = tf.cast(s_idx, tf.int64), tf.cast(e_idx, tf.int64)
+    ok_start = tf.gather(max_context, s_idx, batch_dims=1)  # [N, k]
+    ok_end = tf.gather(is_context, e_idx, batch_dims=1)
+    a, b = s_idx[:, :, tf.newaxis], e_idx[:, tf.newaxis, :]
+    valid = (ok_start[:, :, tf.newaxis] & ok_end[:, tf.newaxis, :] & (b >= a)
+             & (b - a + 1 <= max_answer_length))  # [N, k, k]
+    pair_score = s_val[:, :, tf.newaxis] + e_val[:, tf.newaxis, :]  # float32, as Python
+    pairs = k * k
+    n = info["n_windows"]
+    flat_valid = tf.RaggedTensor.from_row_lengths(tf.reshape(valid, [-1, pairs]), n)
+    flat_score = tf.RaggedTensor.from_row_lengths(tf.reshape(pair_score, [-1, pairs]), n)
+    # Per example, windows in order then pairs in order: [B, M * k * k].
+    batch = tf.shape(n)[0]
+    score_t = tf.reshape(flat_score.to_tensor(float("-inf")), [batch, -1])
+    valid_t = tf.reshape(flat_valid.to_tensor(False), [batch, -1])
+    best, has_span = _first_argmax(score_t, valid_t, axis=1)
+    best_pair = best % pairs
+    # The window row of the best pair (rows without a valid pair: any row, unused).
+    window_row = tf.minimum(tf.cumsum(n, exclusive=True) + best // pairs,
+                            tf.reduce_sum(n) - 1)
+    a_best = tf.gather(tf.gather(s_idx, window_row), best_pair // k, batch_dims=1)
+    b_best = tf.gather(tf.gather(e_idx, window_row), best_pair % k, batch_dims=1)
+    s_best = tf.gather(tf.gather(s_val, window_row), best_pair // k, batch_dims=1)
+    e_best = tf.gather(tf.gather(e_val, window_row), best_pair % k, batch_dims=1)
+    span_score = s_best + e_best
+
+    # Token positions -> byte offsets -> the substring and code-point offsets.
+    start_tok = tf.gather(info["start"], window_row) + a_best - tf.gather(info["offset"],
+                                                                          window_row)
+    end_tok = tf.gather(info["start"], window_row) + b_best - tf.gather(info["offset"],
+                                                                        window_row)
+    row_starts = info["byte_start"].row_starts()
+    safe = lambda i: tf.clip_by_value(  # noqa: E731  (rows without a span: any index)
+        i, 0, tf.maximum(tf.shape(info["byte_start"].flat_values, out_type=tf.int64)[0] - 1, 0))
+    flat_bs = tf.concat([info["byte_start"].flat_values, [0]], 0)
+    flat_be = tf.concat([info["byte_end"].flat_values, [0]], 0)
+    byte_start = tf.gather(flat_bs, safe(row_starts + start_tok))
+    byte_end = tf.gather(flat_be, safe(row_starts + end_tok))
+    answered = has_span
+    if version_2_with_negative:
+        cls_score = start_logits[:, 0] + end_logits[:, 0]  # float32, as Python
+        null = tf.reduce_min(tf.RaggedTensor.from_row_lengths(cls_score, n), axis=1)
+        # Python ranks the null answer with the spans and keeps n_best_size of them.
+        usable = has_span if n_best_size > 1 else has_span & ~(null > span_score)
+        best_f64 = tf.where(usable, tf.cast(s_best, tf.float64) + tf.cast(e_best, tf.float64),
+                            tf.constant(0.0, tf.float64))
+        diff = tf.cast(null, tf.float64) - best_f64
+        answered = usable & (diff <= null_score_diff_threshold)
+    length = tf.where(answered, byte_end - byte_start, 0)
+    answer = tf.strings.substr(context, tf.where(answered, byte_start, 0), length, unit="BYTE")
+    start_char = tf.where(answered, byte_to_char_offsets(context, byte_start), -1)
+    end_char = tf.where(answered, byte_to_char_offsets(context, byte_end), -1)
+    out = {"answer": answer, "start_char": start_char, "end_char": end_char}
+    if version_2_with_negative:
+        out["score"] = tf.where(answered, span_score, null)
+        out["has_answer"] = answered
+    else:
+        out["score"] = tf.where(answered, span_score, 0.0)
+    return out

@@ -1,0 +1,263 @@
+"""SavedModels for TF Serving: raw strings in, the same answers as the Python pipeline
+out, in a fresh process that imports only tensorflow and tensorflow_text."""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
+from kbert.export import (UnsupportedOpError, check_ops, export_classifier, export_embeddings,
+                          export_squad, missing_ops, read_warmup_requests)
+from kbert.export.check import check, run_fresh, signatures
+from kbert.tasks import squad
+from kbert.tasks.glue import build_classifier
+from kbert.tasks.squad.features import convert_examples, feature_arrays
+from kbert.tasks.squad.postprocess import postprocess
+from kbert.tasks.squad.sample import make_sample
+
+# Accents, CJK, emoji, empty strings, odd whitespace, and texts longer than the model.
+HARD_TEXTS = ["Crème brûlée à Zürich, très bien!", "北京是中国的首都。东京呢?", "🙂🙃 emoji 👍🏽 ok",
+              "", "  \t odd\u00a0 whitespace\u3000here ", "Ｆｕｌｌ-width ＡＢＣ",
+              "a long sentence that goes on " * 30]
+
+
+def _hard_questions():
+    long_context = "The museum in Zürich opened in 1898. " * 25 + "北京 has 🙂 too."
+    return [("Where is the museum?", long_context), ("When did it open?", long_context),
+            ("北京?", "北京是中国的首都。东京呢?"), ("", ""), ("Nothing here?", ""),
+            ("Crème?", "Crème brûlée à Zürich, très bien!"),
+            ("why " * 80, "A question longer than the window.")]
+
+
+@pytest.fixture(scope="module")
+def sample_and_tokenizer():
+    data = make_sample(30, seed=5, version_2=True)
+    texts = [p["context"] for a in data["data"] for p in a["paragraphs"]]
+    texts += [q["question"] for a in data["data"] for p in a["paragraphs"] for q in p["qas"]]
+    texts += HARD_TEXTS
+    return data, BertTokenizer(build_vocab(texts, vocab_size=700, min_count=1), seq_length=48)
+
+
+def _encoder(tokenizer, max_len=64):
+    return BertEncoder(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=24,
+                                  num_layers=2, num_heads=2, intermediate_size=40,
+                                  max_position_embeddings=max_len))
+
+
+SQUAD = dict(max_seq_length=64, doc_stride=16, max_query_length=20, n_best_size=5,
+             max_answer_length=12)
+
+
+@pytest.mark.parametrize("version_2", [False, True])
+def test_squad_export_matches_python_pipeline_in_fresh_process(tmp_path, sample_and_tokenizer,
+                                                               version_2):
+    data, tokenizer = sample_and_tokenizer
+    keras.utils.set_random_seed(7)
+    model = squad.build_model(_encoder(tokenizer))
+    examples = squad.read_squad(data, strict=True)
+    examples += [squad.SquadExample(f"hard{i}", q, c, []) for i, (q, c) in
+                 enumerate(_hard_questions())]
+    # The Python pipeline: features, model.predict, postprocess. (It refuses the
+    # over-long question; the SavedModel cuts it, so that one is compared alone.)
+    kept = [e for e in examples if e.qid != "hard6"]
+    features = convert_examples(kept, tokenizer, **{k: SQUAD[k] for k in (
+        "max_seq_length", "doc_stride", "max_query_length")})
+    arrays = feature_arrays(features)
+    logits = model.predict({k: arrays[k] for k in ("token_ids", "segment_ids",
+                                                   "padding_mask")}, verbose=0)
+    expected = postprocess(kept, features, logits["start_logits"], logits["end_logits"],
+                           SQUAD["n_best_size"], SQUAD["max_answer_length"], version_2)
+
+    export_dir = tmp_path / "serving" / "squad" / "3"
+    export_squad(model, tokenizer, str(export_dir), version_2_with_negative=version_2, **SQUAD)
+    assert sorted(os.listdir(export_dir / "assets")) == ["vocab.txt"]
+    assert (export_dir / "assets.extra" / "tf_serving_warmup_requests").exists()
+    del model  # nothing of the source is needed at load time
+
+    batch = [{"question": [e.question for e in examples],
+              "context": [e.context for e in examples]}]
+    singles = [{"question": [e.question], "context": [e.context]} for e in examples[:3]]
+    report = run_fresh(str(export_dir), batch + singles)
+    assert report["modules"] == []
+    out = report["results"][0]
+    assert out["answer"]["shape"] == [len(examples)]
+    assert out["start_char"]["dtype"] == "int64" and out["score"]["dtype"] == "float32"
+    if version_2:
+        assert out["has_answer"]["dtype"] == "bool"
+    by_id = {e.qid: i for i, e in enumerate(examples)}
+    for e in kept:
+        i = by_id[e.qid]
+        answer = out["answer"]["value"][i]
+        start, end = out["start_char"]["value"][i], out["end_char"]["value"][i]
+        assert answer == expected.answers[e.qid], e.qid
+        assert (start, end) == tuple(expected.spans[e.qid]), e.qid
+        assert answer == (e.context[start:end] if start >= 0 else "")
+        chosen = [c for c in expected.nbest[e.qid] if c["text"] == answer]
+        if answer:
+            want = chosen[0]["start_logit"] + chosen[0]["end_logit"]
+            np.testing.assert_allclose(out["score"]["value"][i], want, rtol=1e-5, atol=1e-5)
+        if version_2:
+            assert out["has_answer"]["value"][i] == bool(answer)
+    # Batches of 1 give what the batch gave.
+    for j, single in enumerate(report["results"][1:]):
+        assert single["answer"]["value"] == [out["answer"]["value"][j]]
+        np.testing.assert_allclose(single["score"]["value"], [out["score"]["value"][j]],
+                                   rtol=1e-5, atol=1e-5)
+    # The over-long question is cut, not refused; its answer is still a substring.
+    i = by_id["hard6"]
+    start, end = out["start_char"]["value"][i], out["end_char"]["value"][i]
+    assert out["answer"]["value"][i] == (examples[i].context[start:end] if start >= 0 else "")
+
+
+def _tiny_classifier(tokenizer, labels, regression=False):
+    keras.utils.set_random_seed(3)
+    return build_classifier(_encoder(tokenizer), len(labels), regression=regression)
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
+    _, tokenizer = sample_and_tokenizer
+    labels = ["négatif", "neutral", "positive"]
+    model = _tiny_classifier(tokenizer, labels)
+    export_dir = tmp_path / "clf" / "1"
+    export_classifier(model, tokenizer, str(export_dir), labels, pair=pair, seq_length=48)
+    texts = HARD_TEXTS * 10  # 70 rows
+    texts_b = (HARD_TEXTS[::-1] * 10) if pair else None
+    inputs = tokenizer(texts, texts_b, seq_length=48)
+    want = tf.nn.softmax(model.predict(inputs, verbose=0)["logits"]).numpy()
+    request = {"text": texts} | ({"text_b": texts_b} if pair else {})
+    one = {"text": texts[:1]} | ({"text_b": texts_b[:1]} if pair else {})
+    report = run_fresh(str(export_dir), [request, one])
+    out = report["results"][0]
+    probs = np.array(out["probabilities"]["value"]).reshape(out["probabilities"]["shape"])
+    np.testing.assert_allclose(probs, want, rtol=1e-5, atol=1e-5)
+    assert out["label_id"]["value"] == want.argmax(-1).tolist()
+    assert out["label"]["value"] == [labels[k] for k in want.argmax(-1)]
+    np.testing.assert_allclose(report["results"][1]["probabilities"]["value"], want[0],
+                               rtol=1e-5, atol=1e-5)
+    inputs_sig = signatures(str(export_dir))["serving_default"]["inputs"]
+    assert inputs_sig == ({"text": ("string", [None]), "text_b": ("string", [None])} if pair
+                          else {"text": ("string", [None])})
+
+
+def test_regression_and_embeddings_exports(tmp_path, sample_and_tokenizer):
+    _, tokenizer = sample_and_tokenizer
+    model = _tiny_classifier(tokenizer, ["score"], regression=True)
+    export_classifier(model, tokenizer, str(tmp_path / "reg" / "1"), pair=True,
+                      regression=True, seq_length=32)
+    keras.utils.set_random_seed(4)
+    encoder = _encoder(tokenizer)
+    export_embeddings(encoder, tokenizer, str(tmp_path / "emb" / "1"), seq_length=40)
+    texts = HARD_TEXTS
+    reg = run_fresh(str(tmp_path / "reg" / "1"), [{"text": texts, "text_b": texts[::-1]}])
+    want = model.predict(tokenizer(texts, texts[::-1], seq_length=32), verbose=0)["score"]
+    out = reg["results"][0]["score"]
+    assert out["shape"] == [len(texts)]
+    np.testing.assert_allclose(out["value"], want, rtol=1e-5, atol=1e-5)
+
+    emb = run_fresh(str(tmp_path / "emb" / "1"), [{"text": texts}])["results"][0]
+    inputs = tokenizer(texts, seq_length=40)
+    ref = encoder(inputs)
+    assert emb["sequence_output"]["shape"] == [len(texts), 40, 24]
+    np.testing.assert_allclose(np.reshape(emb["pooled_output"]["value"], (len(texts), 24)),
+                               ref["pooled_output"], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        np.reshape(emb["sequence_output"]["value"], (len(texts), 40, 24)),
+        ref["sequence_output"], rtol=1e-5, atol=1e-5)
+    assert emb["padding_mask"]["value"] == inputs["padding_mask"].numpy().reshape(-1).tolist()
+
+
+def test_op_check_names_py_function_and_newer_text_ops(tmp_path):
+    class PyFn(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(self, text):
+            return {"n": tf.py_function(lambda t: tf.strings.length(t), [text], tf.int32)}
+
+    m = PyFn()
+    tf.saved_model.save(m, str(tmp_path / "py"), signatures={"serving_default": m.serve})
+    with pytest.raises(UnsupportedOpError, match="EagerPyFunc"):
+        check_ops(str(tmp_path / "py"))
+
+    import tensorflow_text as tf_text
+
+    class Trim(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+        def serve(self, a, b):
+            ids_a = tf.strings.bytes_split(a)
+            ids_b = tf.strings.bytes_split(b)
+            out = tf_text.RoundRobinTrimmer(8).trim([ids_a, ids_b])
+            return {"n": out[0].row_lengths() + out[1].row_lengths()}
+
+    t = Trim()
+    tf.saved_model.save(t, str(tmp_path / "rr"), signatures={"serving_default": t.serve})
+    assert "TFText>RoundRobinTrim" in missing_ops(str(tmp_path / "rr"), "2.19")
+    assert missing_ops(str(tmp_path / "rr"), "2.20") == {}
+    # The exporter refuses to leave such a model behind.
+    lines = []
+    assert not check(str(tmp_path / "py"), out=lines.append)
+    assert any("MISSING EagerPyFunc" in line for line in lines)
+
+
+def test_bad_requests_fail_clearly_without_killing_the_process(tmp_path,
+                                                               sample_and_tokenizer):
+    _, tokenizer = sample_and_tokenizer
+    model = _tiny_classifier(tokenizer, ["a", "b"])
+    export_classifier(model, tokenizer, str(tmp_path / "m" / "1"), ["a", "b"], seq_length=16)
+    script = r"""
+import sys, tensorflow as tf, tensorflow_text
+fn = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+for bad in ({}, {"text": tf.constant([1, 2])}, {"txt": tf.constant(["x"])}):
+    try:
+        fn(**bad)
+        print("ACCEPTED", list(bad))
+    except (TypeError, ValueError, tf.errors.InvalidArgumentError) as e:
+        print("REJECTED", type(e).__name__, str(e).splitlines()[0][:200])
+print("STILL ALIVE", fn(text=tf.constant(["ok"]))["label"].numpy().tolist())
+"""
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "m" / "1")],
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [line.split()[0] for line in lines] == ["REJECTED"] * 3 + ["STILL"]
+    assert "text" in lines[0] or "argument" in lines[0]
+    assert "string" in lines[1].lower() or "dtype" in lines[1].lower()
+
+
+def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
+    _, tokenizer = sample_and_tokenizer
+    model = _tiny_classifier(tokenizer, ["no", "yes"])
+    from kbert.export.folder import save_task_folder
+
+    save_task_folder(str(tmp_path / "run"), model, tokenizer, "classifier",
+                     labels=["no", "yes"], pair=False, seq_length=24)
+    export_dir = tmp_path / "base" / "mymodel" / "7"
+    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir",
+                           str(tmp_path / "run"), "--task", "classifier", "--export_dir",
+                           str(export_dir), "--serving_version", "2.19"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "OK: 6 warmup requests answered" in proc.stdout
+    # The wrong task for the folder is refused by name.
+    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir",
+                           str(tmp_path / "run"), "--task", "squad", "--export_dir",
+                           str(tmp_path / "x" / "1")], capture_output=True, text=True)
+    assert proc.returncode != 0 and "'classifier' model cannot be exported" in proc.stderr
+    assert not (tmp_path / "x" / "1").exists()
+    shutil.rmtree(tmp_path / "run")  # the export needs nothing of the run folder
+    out = run_fresh(str(export_dir), [{"text": ["é 北京 🙂", ""]}])["results"][0]
+    assert out["label"]["value"][0] in ("no", "yes") and out["label"]["shape"] == [2]
+    requests = read_warmup_requests(str(export_dir))
+    assert len(requests) == 6 and set(requests[0]) == {"text"}
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    record = next(iter(tf.data.TFRecordDataset(
+        str(export_dir / "assets.extra" / "tf_serving_warmup_requests"))))
+    log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
+    assert log.predict_log.request.model_spec.name == "mymodel"
+    assert log.predict_log.request.model_spec.signature_name == "serving_default"
