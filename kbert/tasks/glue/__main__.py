@@ -1,0 +1,85 @@
+"""`python -m kbert.tasks.glue`: fine-tune BERT on a GLUE task, evaluate on dev,
+write test predictions for the GLUE server.
+
+    python -m kbert.tasks.glue --task mrpc --data_dir glue_data/MRPC \\
+        --init_from uncased_L-12_H-768_A-12 --output_dir out/mrpc --do_predict
+
+Flags follow the original run_classifier.py (max_seq_length 128, batch 32,
+learning rate 2e-5, 3 epochs). MNLI evaluates on dev matched and mismatched and, with
+--do_predict, also predicts the diagnostic set (AX.tsv) when it finds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from kbert.tasks.glue.tasks import TASKS
+    from kbert.training import add_runtime_flags
+
+    p = argparse.ArgumentParser(prog="python -m kbert.tasks.glue",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--task", required=True, choices=list(TASKS),
+                   help="GLUE task (ax: the diagnostic set, predicted with an MNLI run)")
+    data = p.add_argument_group("data")
+    data.add_argument("--data_dir", help="the task's folder of the GLUE download "
+                                         "(train.tsv, dev.tsv, test.tsv, ...)")
+    data.add_argument("--tfds", action="store_true", help="read glue/<task> from TFDS")
+    data.add_argument("--ax_file", help="diagnostic.tsv (default: "
+                                        "DATA_DIR/../diagnostic/diagnostic.tsv)")
+    data.add_argument("--do_predict", action="store_true",
+                      help="write test predictions in the GLUE submission format")
+    model = p.add_argument_group("model")
+    model.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder "
+                                           "(with vocab.txt); none: train from scratch")
+    model.add_argument("--model_dir", help="--task ax: the --output_dir of an MNLI run")
+    model.add_argument("--preset", default="demo",
+                       help="BertConfig preset when training from scratch ('demo' is a "
+                            "2-layer, 128-wide BERT)")
+    model.add_argument("--vocab_size", type=int, default=8000,
+                       help="WordPiece vocabulary learned from the training texts when "
+                            "training from scratch")
+    model.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
+                       help="override the casing read from --init_from")
+    train = p.add_argument_group("training (run_classifier.py defaults)")
+    train.add_argument("--max_seq_length", type=int, default=128,
+                       help="tokens per example; longer ones are cut, with a warning")
+    train.add_argument("--train_batch_size", type=int, default=32, help="global batch size")
+    train.add_argument("--predict_batch_size", type=int, default=64,
+                       help="batch size for prediction")
+    train.add_argument("--learning_rate", type=float, default=2e-5, help="peak learning rate")
+    train.add_argument("--num_train_epochs", type=float, default=3.0, help="epochs")
+    train.add_argument("--warmup_proportion", type=float, default=0.1,
+                       help="share of training steps with linear learning-rate warmup")
+    train.add_argument("--steps_per_loop", type=int, default=200,
+                       help="steps between checkpoints")
+    train.add_argument("--output_dir", default="runs/glue",
+                       help="metrics, submission files, checkpoints and the model")
+    train.add_argument("--export_dir", default=None,
+                       help="also export a classifier SavedModel for TF Serving here")
+    train.add_argument("--seed", type=int, default=0, help="seed for initialization and "
+                                                          "shuffling")
+    add_runtime_flags(p)
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from kbert.tasks.glue.run import run
+
+    results = run(args)
+    print(f"GLUE {args.task}: " + json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

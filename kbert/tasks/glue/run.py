@@ -1,0 +1,217 @@
+"""The GLUE pipeline behind `python -m kbert.tasks.glue`: read, encode, fine-tune,
+evaluate on dev, write test predictions in the GLUE submission format, export."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab, training
+from kbert.export import export_classifier
+from kbert.export.folder import load_task_folder, save_task_folder
+from kbert.io import atomic_file
+from kbert.tasks.glue.data import load_dataset
+from kbert.tasks.glue.metrics import compute_metrics
+from kbert.tasks.glue.model import build_classifier
+from kbert.tasks.glue.tasks import GlueTask, get_task
+
+logger = logging.getLogger(__name__)
+
+DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
+
+
+def build_model(encoder, task) -> keras.Model:
+    """The task's head on `encoder`: {"logits"} for classification, {"score"} for STS-B."""
+    task = get_task(task)
+    return build_classifier(encoder, task.num_labels, regression=task.is_regression)
+
+
+def encode(task: GlueTask, tokenizer, examples, seq_length: int, batch_size: int = 512):
+    """Examples -> encoder input arrays; logs how many were cut to `seq_length`."""
+    arrays = {"token_ids": [], "segment_ids": [], "padding_mask": []}
+    cut = 0
+    specials = 3 if task.is_pair else 2
+    for i in range(0, len(examples), batch_size):
+        chunk = examples[i:i + batch_size]
+        a = tf.constant([e.text_a for e in chunk])
+        b = tf.constant([e.text_b for e in chunk]) if task.is_pair else None
+        lengths = tokenizer.tokenize(a).row_lengths()
+        if b is not None:
+            lengths += tokenizer.tokenize(b).row_lengths()
+        cut += int(tf.reduce_sum(tf.cast(lengths + specials > seq_length, tf.int32)))
+        packed = tokenizer(a, b, seq_length=seq_length)
+        for k in arrays:
+            arrays[k].append(packed[k].numpy())
+    if cut:
+        logger.warning("%d of %d examples are longer than max_seq_length=%d tokens and were "
+                       "cut%s", cut, len(examples), seq_length,
+                       " (longest-first)" if task.is_pair else "")
+    empty = np.zeros((0, seq_length), np.int32)
+    return {k: np.concatenate(v) if v else empty for k, v in arrays.items()}
+
+
+def label_array(task: GlueTask, examples) -> np.ndarray:
+    if task.is_regression:
+        return np.array([e.label for e in examples], np.float32)
+    ids = {label: i for i, label in enumerate(task.labels)}
+    return np.array([ids[e.label] for e in examples], np.int32)
+
+
+def predict(model, task: GlueTask, inputs, batch_size: int):
+    """Label strings (classification) or floats (regression) for encoded inputs."""
+    out = model.predict(inputs, batch_size=batch_size, verbose=0)
+    if task.is_regression:
+        return [float(x) for x in np.reshape(out["score"], [-1])]
+    return [task.labels[i] for i in np.argmax(out["logits"], axis=-1)]
+
+
+def write_submission(path: str, task: GlueTask, examples, predictions) -> None:
+    """`index<TAB>prediction` with a header, as the GLUE server takes it."""
+    with atomic_file(path) as f:
+        f.write("index\tprediction\n")
+        for example, prediction in zip(examples, predictions):
+            if task.is_regression:
+                prediction = f"{min(5.0, max(0.0, prediction)):.3f}"
+            f.write(f"{example.index}\t{prediction}\n")
+
+
+def _tokenizer(args, examples, task):
+    lowercase = None if args.do_lower_case is None else bool(args.do_lower_case)
+    if args.init_from:
+        return BertTokenizer.from_pretrained(args.init_from, lowercase=lowercase,
+                                             seq_length=args.max_seq_length)
+    texts = [e.text_a for e in examples] + [e.text_b for e in examples if e.text_b]
+    lowercase = True if lowercase is None else lowercase
+    vocab = build_vocab(texts, vocab_size=args.vocab_size, min_count=1, lowercase=lowercase)
+    return BertTokenizer(vocab, lowercase=lowercase, seq_length=args.max_seq_length)
+
+
+def _encoder(args, tokenizer):
+    if args.init_from:
+        return BertEncoder.from_pretrained(args.init_from)
+    overrides = dict(vocab_size=tokenizer.vocab_size,
+                     max_position_embeddings=max(args.max_seq_length, 64))
+    if args.preset == "demo":
+        return BertEncoder(BertConfig(**DEMO_CONFIG, **overrides))
+    return BertEncoder(BertConfig.preset(args.preset, **overrides))
+
+
+def _write_json(path, obj):
+    with atomic_file(path) as f:
+        json.dump(obj, f, indent=2)
+
+
+def _dev_splits(task):
+    return ["dev_matched", "dev_mismatched"] if task.name == "mnli" else ["dev"]
+
+
+def _test_splits(task):
+    return list(task.submission)
+
+
+def _ax_file(args):
+    if args.ax_file:
+        return args.ax_file
+    if args.data_dir:
+        guess = os.path.join(os.path.dirname(os.path.abspath(args.data_dir)), "diagnostic",
+                             "diagnostic.tsv")
+        return guess if os.path.exists(guess) else None
+    return None
+
+
+def predict_ax(args) -> dict:
+    """`--task ax`: the diagnostic set predicted by a fine-tuned MNLI run folder."""
+    from kbert.tasks.glue.data import read_tsv
+
+    if not args.model_dir:
+        raise SystemExit("--task ax predicts GLUE's diagnostic set with a fine-tuned MNLI "
+                         "model: pass --model_dir (the --output_dir of an MNLI run) and "
+                         "--ax_file (or --tfds)")
+    _, model, tokenizer, settings = load_task_folder(args.model_dir)
+    ax = get_task("ax")
+    if list(settings.get("labels") or []) != list(ax.labels):
+        raise SystemExit(f"{args.model_dir}: not an MNLI model (labels "
+                         f"{settings.get('labels')})")
+    examples = (read_tsv(ax, args.ax_file, "test") if args.ax_file
+                else load_dataset(ax, "test", None))
+    inputs = encode(ax, tokenizer, examples, settings["seq_length"])
+    path = os.path.join(args.output_dir, "AX.tsv")
+    write_submission(path, ax, examples, predict(model, ax, inputs, args.predict_batch_size))
+    logger.info("wrote %s (%d rows)", path, len(examples))
+    return {"ax_rows": len(examples)}
+
+
+def run(args) -> dict:
+    """Fine-tunes and evaluates as the flags say; returns the dev metrics."""
+    runtime = training.Runtime.from_flags(args)
+    keras.utils.set_random_seed(args.seed)
+    os.makedirs(args.output_dir, exist_ok=True)
+    task = get_task(args.task)
+    if task.name == "ax":
+        return predict_ax(args)
+    if not args.data_dir and not args.tfds:
+        raise SystemExit("give --data_dir (the task's folder of the GLUE download, e.g. "
+                         "glue_data/MRPC) or --tfds")
+    data_dir = None if args.tfds else args.data_dir
+    # Read (and so validate) every file before training.
+    train = load_dataset(task, "train", data_dir)
+    dev = {s: load_dataset(task, s, data_dir) for s in _dev_splits(task)}
+    test = {s: load_dataset(task, s, data_dir) for s in _test_splits(task)} \
+        if args.do_predict else {}
+    ax_file = _ax_file(args) if task.name == "mnli" and args.do_predict else None
+    if not train:
+        raise SystemExit(f"GLUE {task.name}: the training split is empty")
+    logger.info("GLUE %s: %d training examples; %s", task.name, len(train),
+                ", ".join(f"{s} {len(v)}" for s, v in {**dev, **test}.items()))
+
+    tokenizer = _tokenizer(args, train, task)
+    seq = args.max_seq_length
+    x = encode(task, tokenizer, train, seq)
+    y = label_array(task, train)
+    batch = args.train_batch_size
+    total_steps, steps_per_loop = training.whole_loops(
+        max(1, int(args.num_train_epochs * len(train) / batch)), args.steps_per_loop)
+    data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
+                                     training=True, seed=args.seed)
+    if task.is_regression:
+        loss, metrics = {"score": keras.losses.MeanSquaredError()}, None
+    else:
+        loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
+        metrics = {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+    model = runtime.build(
+        lambda: build_model(_encoder(args, tokenizer), task),
+        lambda: training.create_optimizer(args.learning_rate, total_steps,
+                                          int(total_steps * args.warmup_proportion)),
+        loss, metrics)
+    training.fit(model, data, total_steps, steps_per_loop,
+                 checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
+                 examples_per_step=batch, tokens_per_step=batch * seq, verbose=2)
+
+    results = {}
+    for split, examples in dev.items():
+        predictions = predict(model, task, encode(task, tokenizer, examples, seq),
+                              args.predict_batch_size)
+        metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
+        suffix = "" if split in ("dev", "dev_matched") else "_mm"
+        results.update({f"{k}{suffix}": v for k, v in metrics_.items()})
+    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    for split, examples in test.items():
+        path = os.path.join(args.output_dir, task.submission[split])
+        write_submission(path, task, examples, predict(
+            model, task, encode(task, tokenizer, examples, seq), args.predict_batch_size))
+        logger.info("wrote %s (%d rows)", path, len(examples))
+    settings = dict(labels=list(task.labels) if task.labels else None, pair=task.is_pair,
+                    seq_length=seq, regression=task.is_regression)
+    save_task_folder(args.output_dir, model, tokenizer, "classifier", **settings)
+    if ax_file:
+        args.model_dir, args.ax_file = args.output_dir, ax_file
+        predict_ax(args)
+    if args.export_dir:
+        export_classifier(model, tokenizer, args.export_dir, **settings)
+        logger.info("SavedModel for TF Serving: %s", args.export_dir)
+    return results
