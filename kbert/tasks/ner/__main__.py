@@ -1,0 +1,85 @@
+"""`python -m kbert.tasks.ner`: CoNLL-2003 NER, fine-tuned or feature-based.
+
+    python -m kbert.tasks.ner --train_file eng.train --dev_file eng.testa \\
+        --test_file eng.testb --init_from cased_L-12_H-768_A-12 --output_dir out/ner
+    python -m kbert.tasks.ner ... --mode feature --layers concat_last4
+
+Writes `dev_predictions.txt` / `test_predictions.txt` (`word gold predicted`, readable
+by conlleval) and `eval_results.json` (conlleval precision/recall/F1 per type).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from kbert.tasks.ner.model import LAYER_CHOICES
+    from kbert.training import add_runtime_flags
+
+    p = argparse.ArgumentParser(prog="python -m kbert.tasks.ner",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    data = p.add_argument_group("data")
+    data.add_argument("--train_file", help="CoNLL-2003 training file (eng.train)")
+    data.add_argument("--dev_file", help="development file (eng.testa)")
+    data.add_argument("--test_file", help="test file (eng.testb)")
+    data.add_argument("--tfds", action="store_true", help="read conll2003 from TFDS")
+    model = p.add_argument_group("model")
+    model.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder "
+                                           "(cased models suit NER); none: from scratch")
+    model.add_argument("--preset", default="demo",
+                       help="BertConfig preset when training from scratch ('demo': 4 layers, "
+                            "128 wide)")
+    model.add_argument("--vocab_size", type=int, default=8000,
+                       help="WordPiece vocabulary learned when training from scratch")
+    model.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
+                       help="override the casing read from --init_from")
+    model.add_argument("--mode", default="finetune", choices=["finetune", "feature"],
+                       help="fine-tune the encoder, or freeze it and train a BiLSTM on its "
+                            "layers")
+    model.add_argument("--layers", default="concat_last4", choices=LAYER_CHOICES,
+                       help="feature mode: which hidden states feed the BiLSTM")
+    model.add_argument("--lstm_units", type=int, default=768,
+                       help="feature mode: BiLSTM units per direction (2 layers)")
+    train = p.add_argument_group("training")
+    train.add_argument("--max_seq_length", type=int, default=128,
+                       help="pieces per window; longer sentences are split into windows")
+    train.add_argument("--train_batch_size", type=int, default=32, help="global batch size")
+    train.add_argument("--predict_batch_size", type=int, default=64,
+                       help="batch size for prediction")
+    train.add_argument("--learning_rate", type=float, default=5e-5, help="peak learning rate")
+    train.add_argument("--num_train_epochs", type=float, default=4.0, help="epochs")
+    train.add_argument("--warmup_proportion", type=float, default=0.1,
+                       help="share of steps with linear warmup")
+    train.add_argument("--steps_per_loop", type=int, default=200,
+                       help="steps between checkpoints")
+    train.add_argument("--output_dir", default="runs/ner",
+                       help="predictions, metrics, checkpoints and the model")
+    train.add_argument("--export_dir", default=None,
+                       help="also export the `ner` SavedModel for TF Serving here")
+    train.add_argument("--seed", type=int, default=0, help="seed")
+    add_runtime_flags(p)
+    return p
+
+
+def main(argv=None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from kbert.tasks.ner.run import run
+
+    results = run(args)
+    print("CoNLL NER: " + json.dumps({split: {k: round(v, 2) for k, v in r.items()
+                                              if k != "per_type"}
+                                      for split, r in results.items()}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""CoNLL-2003 files as distributed, tag schemes, and TFDS `conll2003`.
+
+A file holds one token per line, `word POS chunk NER` separated by spaces;
+`-DOCSTART-` lines open documents and blank lines end sentences. The original English
+files tag with IOB1 (`I-X` opens a chunk unless it follows `X`; `B-X` only separates
+two adjacent chunks of one type); kbert trains on BIO2 (every chunk opens with `B-X`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+
+_TAG = re.compile(r"^(O|[BIES]-\S+)$")
+
+
+@dataclasses.dataclass
+class Sentence:
+    """Words and their NER tags; `line` is the file line of the first word."""
+
+    words: list[str]
+    tags: list[str]
+    document: int = 0
+    line: int = 0
+
+
+def read_conll(path: str | os.PathLike, scheme: str = "bio2") -> list[Sentence]:
+    """Reads a CoNLL-2003 file (or any file with the NER tag in the last column).
+
+    Args:
+        scheme: "bio2" converts IOB1 tags to BIO2 (BIO2 input is left as is);
+            "bioes" converts further to BIOES; None keeps the file's tags.
+
+    Raises:
+        ValueError naming file and line: a line with one column, a different number of
+        columns than the file's first token line, or a tag that is not O/B-X/I-X/E-X/S-X.
+    """
+    path = os.fspath(path)
+    sentences: list[Sentence] = []
+    words, tags, start, document, columns = [], [], 0, 0, None
+    with open(path, encoding="utf-8") as f:
+        for number, raw in enumerate(f, start=1):
+            line = raw.rstrip("\r\n")
+            fields = line.split()
+            if not fields:
+                if words:
+                    sentences.append(Sentence(words, tags, document, start))
+                words, tags = [], []
+                continue
+            if fields[0] == "-DOCSTART-":
+                if words:
+                    sentences.append(Sentence(words, tags, document, start))
+                    words, tags = [], []
+                document += 1
+                continue
+            if len(fields) < 2:
+                raise ValueError(f"{path}:{number}: expected 'word ... tag' columns, got "
+                                 f"{line!r}")
+            if columns is None:
+                columns = len(fields)
+            elif len(fields) != columns:
+                raise ValueError(f"{path}:{number}: {len(fields)} columns, expected "
+                                 f"{columns} as on the file's first token line")
+            if not _TAG.match(fields[-1]):
+                raise ValueError(f"{path}:{number}: {fields[-1]!r} is not a NER tag "
+                                 "(O, B-X, I-X, E-X or S-X)")
+            if not words:
+                start = number
+            words.append(fields[0])
+            tags.append(fields[-1])
+    if words:
+        sentences.append(Sentence(words, tags, document, start))
+    if scheme:
+        for s in sentences:
+            s.tags = convert_tags(s.tags, scheme)
+    return sentences
+
+
+def _split(tag):
+    return ("O", None) if tag == "O" else (tag[0], tag[2:])
+
+
+def iob1_to_bio2(tags: list[str]) -> list[str]:
+    """`I-X` that opens a chunk (after O, after another type, first word) becomes `B-X`."""
+    out, prev = [], "O"
+    for tag in tags:
+        prefix, kind = _split(tag)
+        if prefix == "I" and _split(prev)[1] != kind:
+            tag = "B-" + kind
+        out.append(tag)
+        prev = tag
+    return out
+
+
+def bio2_to_bioes(tags: list[str]) -> list[str]:
+    out = []
+    for i, tag in enumerate(tags):
+        prefix, kind = _split(tag)
+        nxt = tags[i + 1] if i + 1 < len(tags) else "O"
+        continues = nxt == "I-" + (kind or "")
+        if prefix == "B":
+            out.append(("B-" if continues else "S-") + kind)
+        elif prefix == "I":
+            out.append(("I-" if continues else "E-") + kind)
+        else:
+            out.append(tag)
+    return out
+
+
+def bioes_to_bio2(tags: list[str]) -> list[str]:
+    return [("B-" + t[2:]) if t.startswith("S-") else ("I-" + t[2:]) if t.startswith("E-")
+            else t for t in tags]
+
+
+def convert_tags(tags: list[str], scheme: str = "bio2") -> list[str]:
+    """IOB1, BIO2 or BIOES tags -> `scheme` ("bio2" or "bioes")."""
+    bio2 = iob1_to_bio2(bioes_to_bio2(tags))
+    if scheme == "bio2":
+        return bio2
+    if scheme == "bioes":
+        return bio2_to_bioes(bio2)
+    raise ValueError(f"unknown tag scheme {scheme!r}: use 'bio2' or 'bioes'")
+
+
+def labels_of(sentences: list[Sentence]) -> list[str]:
+    """The label list: "O" first, then B-/I- (or BIOES) tags sorted by type."""
+    seen = {t for s in sentences for t in s.tags}
+    kinds = sorted({t[2:] for t in seen if t != "O"})
+    prefixes = "BIES" if any(t[:1] in "ES" for t in seen if t != "O") else "BI"
+    return ["O"] + [f"{p}-{k}" for k in kinds for p in prefixes]
+
+
+def load_tfds(split: str) -> list[Sentence]:
+    """TFDS `conll2003` (its tags are BIO2 already)."""
+    try:
+        import tensorflow_datasets as tfds
+
+        ds, info = tfds.load("conll2003", split=split, with_info=True)
+    except Exception as e:  # no network, or no prepared copy
+        raise SystemExit(f"TFDS could not load conll2003 ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:200]}); download the CoNLL-2003 files "
+                         "and pass --train_file/--dev_file/--test_file") from None
+    names = info.features["ner"].feature.names
+    out = []
+    for i, ex in enumerate(tfds.as_numpy(ds)):
+        words = [w.decode("utf-8") for w in ex["tokens"]]
+        out.append(Sentence(words, convert_tags([names[t] for t in ex["ner"]]), 0, i))
+    return out

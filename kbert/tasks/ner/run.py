@@ -1,0 +1,123 @@
+"""The CoNLL-2003 pipeline behind `python -m kbert.tasks.ner`."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab, training
+from kbert.export.folder import save_task_folder
+from kbert.io import atomic_file
+from kbert.tasks.ner.data import labels_of, load_tfds, read_conll
+from kbert.tasks.ner.evaluate import evaluate
+from kbert.tasks.ner.features import convert_sentences, word_predictions
+from kbert.tasks.ner.model import build_model, ner_loss
+
+logger = logging.getLogger(__name__)
+
+DEMO_CONFIG = dict(hidden_size=128, num_layers=4, num_heads=4, intermediate_size=512)
+
+
+def _load(args):
+    if args.tfds:
+        return {"train": load_tfds("train"), "dev": load_tfds("validation"),
+                "test": load_tfds("test")}
+    if not args.train_file:
+        raise SystemExit("give --train_file (and --dev_file, --test_file): CoNLL-2003 files "
+                         "such as eng.train, eng.testa, eng.testb; or --tfds")
+    files = {"train": args.train_file, "dev": args.dev_file, "test": args.test_file}
+    return {split: read_conll(path) for split, path in files.items() if path}
+
+
+def write_predictions(path, sentences, predictions) -> None:
+    """CoNLL format for conlleval: `word gold predicted`, a blank line per sentence."""
+    with atomic_file(path) as f:
+        for sentence, tags in zip(sentences, predictions):
+            for word, gold, pred in zip(sentence.words, sentence.tags, tags):
+                f.write(f"{word} {gold} {pred}\n")
+            f.write("\n")
+
+
+def predict_tags(model, tokenizer, sentences, labels, seq_length, batch_size=64):
+    features = convert_sentences([s.words for s in sentences], tokenizer, seq_length)
+    logits = model.predict(features.inputs(), batch_size=batch_size, verbose=0)["logits"]
+    return word_predictions(features, np.argmax(logits, axis=-1), labels)
+
+
+def _tokenizer(args, sentences):
+    lowercase = None if args.do_lower_case is None else bool(args.do_lower_case)
+    if args.init_from:
+        return BertTokenizer.from_pretrained(args.init_from, lowercase=lowercase,
+                                             seq_length=args.max_seq_length)
+    lowercase = False if lowercase is None else lowercase  # NER keeps case by default
+    texts = [" ".join(s.words) for s in sentences]
+    vocab = build_vocab(texts, vocab_size=args.vocab_size, min_count=1, lowercase=lowercase)
+    return BertTokenizer(vocab, lowercase=lowercase, seq_length=args.max_seq_length)
+
+
+def _encoder(args, tokenizer):
+    if args.init_from:
+        return BertEncoder.from_pretrained(args.init_from)
+    overrides = dict(vocab_size=tokenizer.vocab_size,
+                     max_position_embeddings=max(args.max_seq_length, 64))
+    if args.preset == "demo":
+        return BertEncoder(BertConfig(**DEMO_CONFIG, **overrides))
+    return BertEncoder(BertConfig.preset(args.preset, **overrides))
+
+
+def run(args) -> dict:
+    runtime = training.Runtime.from_flags(args)
+    keras.utils.set_random_seed(args.seed)
+    os.makedirs(args.output_dir, exist_ok=True)
+    data = _load(args)  # read and validate every file before training
+    train = data["train"]
+    labels = labels_of(train + data.get("dev", []))
+    tokenizer = _tokenizer(args, train)
+    seq = args.max_seq_length
+    features = convert_sentences([s.words for s in train], tokenizer, seq,
+                                 [s.tags for s in train], labels)
+    n_windows, n_sentences = len(features.token_ids), len(train)
+    if n_windows > n_sentences:
+        logger.info("%d training sentences longer than %d pieces were split into windows",
+                    n_windows - n_sentences, seq - 2)
+    batch = args.train_batch_size
+    total_steps, steps_per_loop = training.whole_loops(
+        max(1, int(args.num_train_epochs * n_windows / batch)), args.steps_per_loop)
+    ds = tf.data.Dataset.from_tensor_slices((features.inputs(), {"logits": features.labels}))
+    ds = training.finalize_dataset(ds, batch, training=True, seed=args.seed)
+    model = runtime.build(
+        lambda: build_model(_encoder(args, tokenizer), labels, args.mode, args.layers,
+                            args.lstm_units),
+        lambda: training.create_optimizer(args.learning_rate, total_steps,
+                                          int(total_steps * args.warmup_proportion)),
+        {"logits": ner_loss()})
+    training.fit(model, ds, total_steps, steps_per_loop,
+                 checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
+                 examples_per_step=batch, tokens_per_step=batch * seq, verbose=2)
+    results = {}
+    for split in ("dev", "test"):
+        if split not in data:
+            continue
+        sentences = data[split]
+        predictions = predict_tags(model, tokenizer, sentences, labels, seq,
+                                   args.predict_batch_size)
+        write_predictions(os.path.join(args.output_dir, f"{split}_predictions.txt"),
+                          sentences, predictions)
+        metrics = evaluate([s.tags for s in sentences], predictions)
+        results[split] = metrics
+        logger.info("%s: precision %.2f recall %.2f F1 %.2f", split, metrics["precision"],
+                    metrics["recall"], metrics["f1"])
+    with atomic_file(os.path.join(args.output_dir, "eval_results.json")) as f:
+        json.dump(results, f, indent=2)
+    save_task_folder(args.output_dir, model, tokenizer, "ner", labels=labels, seq_length=seq)
+    if args.export_dir:
+        from kbert.export import export_ner
+
+        export_ner(model, tokenizer, args.export_dir, labels, seq_length=seq)
+        logger.info("SavedModel for TF Serving: %s", args.export_dir)
+    return results

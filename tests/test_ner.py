@@ -1,0 +1,219 @@
+"""CoNLL-2003 NER: reader, tag schemes, conlleval/seqeval metrics, first-piece
+alignment, both heads learning a synthetic task, and the exported `ner` SavedModel."""
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from kbert import BertTokenizer, build_vocab
+from kbert.tasks import ner
+from kbert.tasks.ner import __main__ as cli
+from ner_fixtures import make_sentences, to_iob1, write_conll
+
+
+def test_read_conll_as_distributed(tmp_path):
+    path = tmp_path / "eng.train"
+    path.write_text("-DOCSTART- -X- -X- O\n\n"
+                    "EU NNP I-NP I-ORG\nrejects VBZ I-VP O\nGerman JJ I-NP I-MISC\n"
+                    "call NN I-NP O\n. . O O\n\n"
+                    "Peter NNP I-NP I-PER\nBlackburn NNP I-NP I-PER\n\n"
+                    "-DOCSTART- -X- -X- O\n\n"
+                    "Germany NNP I-NP I-LOC\nFrance NNP I-NP B-LOC\nand CC O O\n"
+                    "Italy NNP I-NP I-LOC\n", encoding="utf-8")
+    sentences = ner.read_conll(path)
+    assert [s.words for s in sentences] == [["EU", "rejects", "German", "call", "."],
+                                            ["Peter", "Blackburn"],
+                                            ["Germany", "France", "and", "Italy"]]
+    assert [s.tags for s in sentences] == [["B-ORG", "O", "B-MISC", "O", "O"],
+                                           ["B-PER", "I-PER"],
+                                           ["B-LOC", "B-LOC", "O", "B-LOC"]]
+    assert [s.document for s in sentences] == [1, 1, 2]
+    assert [s.line for s in sentences] == [3, 9, 14]
+    raw = ner.read_conll(path, scheme=None)
+    assert raw[2].tags == ["I-LOC", "B-LOC", "O", "I-LOC"]
+    assert ner.read_conll(path, scheme="bioes")[1].tags == ["B-PER", "E-PER"]
+    assert ner.labels_of(sentences) == ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG",
+                                        "I-ORG", "B-PER", "I-PER"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("EU NNP I-NP I-ORG\nrejects\n", r"eng\.bad:2: expected 'word \.\.\. tag' columns"),
+    ("EU NNP I-NP I-ORG\nrejects VBZ O\n", r"eng\.bad:2: 3 columns, expected 4"),
+    ("EU NNP I-NP I-ORG\n\nrejects VBZ I-VP X-ORG\n", r"eng\.bad:3: 'X-ORG' is not a NER tag"),
+])
+def test_malformed_lines_name_file_and_line(tmp_path, text, message):
+    path = tmp_path / "eng.bad"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match=message):
+        ner.read_conll(path)
+
+
+def test_tag_scheme_conversions_round_trip():
+    rng = random.Random(0)
+    for _, tags in make_sentences(200, seed=4):
+        assert ner.iob1_to_bio2(to_iob1(tags)) == tags
+        assert ner.convert_tags(ner.bio2_to_bioes(tags)) == tags
+    assert ner.bio2_to_bioes(["B-PER", "I-PER", "I-PER", "O", "B-LOC", "B-LOC"]) == [
+        "B-PER", "I-PER", "E-PER", "O", "S-LOC", "S-LOC"]
+    del rng
+
+
+# Hand-made cases with conlleval's own numbers (precision, recall, F1 in %).
+CONLLEVAL_CASES = [
+    (["B-PER", "I-PER", "O", "B-LOC"], ["B-PER", "I-PER", "O", "B-LOC"], (100, 100, 100)),
+    # I- after O opens a chunk (IOB1 reading): predicted PER equals gold PER.
+    (["B-PER", "I-PER", "O"], ["I-PER", "I-PER", "O"], (100, 100, 100)),
+    # An I- of another type opens a new chunk.
+    (["B-PER", "I-PER"], ["B-PER", "I-LOC"], (0, 0, 0)),
+    (["B-LOC", "B-LOC", "O"], ["B-LOC", "I-LOC", "O"], (0, 0, 0)),
+    (["B-ORG", "O", "B-PER"], ["B-ORG", "O", "O"], (100, 50, 66.66666666666667)),
+    (["O", "O"], ["B-MISC", "O"], (0, 0, 0)),
+]
+
+
+@pytest.mark.parametrize("gold, pred, expected", CONLLEVAL_CASES)
+def test_evaluate_hand_made(gold, pred, expected):
+    r = ner.evaluate([gold], [pred])
+    assert (r["precision"], r["recall"], r["f1"]) == pytest.approx(expected)
+
+
+def test_evaluate_equals_seqeval_default_and_strict():
+    from seqeval.metrics import classification_report, f1_score, precision_score, recall_score
+    from seqeval.scheme import IOB2
+
+    rng = random.Random(1)
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-MISC", "B-MISC", "I-ORG"]
+    for _ in range(300):
+        gold = [[rng.choice(tags) for _ in range(rng.randint(1, 15))]
+                for _ in range(rng.randint(1, 5))]
+        pred = [[rng.choice(tags) if rng.random() < 0.4 else t for t in s] for s in gold]
+        for mode, kw in (("conlleval", {}), ("strict", {"mode": "strict", "scheme": IOB2})):
+            r = ner.evaluate(gold, pred, mode)
+            assert r["precision"] == pytest.approx(100 * precision_score(gold, pred, **kw))
+            assert r["recall"] == pytest.approx(100 * recall_score(gold, pred, **kw))
+            assert r["f1"] == pytest.approx(100 * f1_score(gold, pred, **kw))
+            report = classification_report(gold, pred, output_dict=True, zero_division=0,
+                                           **kw)
+            for kind, scores in r["per_type"].items():
+                if scores["support"]:
+                    assert scores["f1"] == pytest.approx(100 * report[kind]["f1-score"])
+                    assert scores["support"] == report[kind]["support"]
+
+
+def test_alignment_round_trip_gives_f1_100(tmp_path):
+    sentences = make_sentences(60, seed=2)
+    # A long sentence (several windows) and words that split into many pieces.
+    long_words, long_tags = [], []
+    for words, tags in sentences[:12]:
+        long_words += words
+        long_tags += tags
+    sentences.append((long_words, long_tags))
+    sentences.append((["Zzyzx-Schwarzenegger-Müller", "visited", "\u200b", "Hong", "Kong"],
+                      ["B-PER", "O", "O", "B-LOC", "I-LOC"]))
+    path = write_conll(str(tmp_path / "fixture.txt"), sentences)
+    read = ner.read_conll(path)
+    labels = ner.labels_of(read)
+    # A small vocabulary: many words become several pieces.
+    tokenizer = BertTokenizer(build_vocab([" ".join(s.words) for s in read[:20]],
+                                          vocab_size=120, min_count=1), lowercase=False)
+    features = ner.convert_sentences([s.words for s in read], tokenizer, 12,
+                                     [s.tags for s in read], labels)
+    assert len(features.token_ids) > len(read) + 5  # windows were needed
+    pieces = ner.features.word_pieces(tokenizer, read[-1].words)
+    assert len(pieces[0]) >= 5 and pieces[2] == [tokenizer.unk_id]
+    # Predictions-as-gold: each labelled position predicts its label.
+    predicted = np.where(features.labels >= 0, features.labels, 0)
+    tags = ner.word_predictions(features, predicted, labels)
+    assert tags == [s.tags for s in read]
+    r = ner.evaluate([s.tags for s in read], tags)
+    assert r["f1"] == 100.0 and r["accuracy"] == 100.0
+
+
+@pytest.fixture(scope="module")
+def conll_files(tmp_path_factory):
+    root = tmp_path_factory.mktemp("conll")
+    return (write_conll(str(root / "eng.train"), make_sentences(1500, seed=0)),
+            write_conll(str(root / "eng.testa"), make_sentences(200, seed=1)),
+            write_conll(str(root / "eng.testb"), make_sentences(200, seed=2)))
+
+
+SMALL = ["--max_seq_length", "32", "--num_train_epochs", "4", "--vocab_size", "300",
+         "--steps_per_loop", "100"]
+
+
+@pytest.fixture(scope="module")
+def finetuned(conll_files, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ner-finetune")
+    train, dev, test = conll_files
+    assert cli.main(["--train_file", train, "--dev_file", dev, "--test_file", test,
+                     "--output_dir", str(out), "--learning_rate", "1e-3",
+                     "--export_dir", str(out / "serving" / "ner" / "1"), *SMALL]) == 0
+    return out
+
+
+def test_finetune_mode_learns_synthetic_ner(finetuned):
+    results = json.loads((finetuned / "eval_results.json").read_text())
+    assert results["dev"]["f1"] >= 90 and results["test"]["f1"] >= 90, results
+    lines = (finetuned / "test_predictions.txt").read_text(encoding="utf-8").split("\n")
+    first = lines[0].split(" ")
+    assert len(first) == 3 and first[1] in ("O",) + tuple(
+        f"{p}-{k}" for p in "BI" for k in ("PER", "LOC", "ORG"))
+
+
+def test_feature_mode_learns_synthetic_ner(conll_files, tmp_path):
+    train, dev, _ = conll_files
+    assert cli.main(["--train_file", train, "--dev_file", dev, "--output_dir", str(tmp_path),
+                     "--mode", "feature", "--layers", "scalar_mix", "--lstm_units", "64",
+                     "--learning_rate", "3e-3", *SMALL[:2], "--num_train_epochs", "10",
+                     *SMALL[4:]]) == 0
+    results = json.loads((tmp_path / "eval_results.json").read_text())
+    assert results["dev"]["f1"] >= 90, results
+
+
+HARD = ["Chen Wang flew to São Paulo on Monday .", "Reuters said Olga will visit Zürich.",
+        "北京 and Olga Müller 🙂 met in Oslo", "", "   ",
+        " ".join(["Pierre Dubois flew to Tokyo ."] * 12)]
+
+
+def test_exported_ner_matches_python_in_fresh_process(finetuned):
+    import keras
+
+    from kbert.export.check import run_fresh
+
+    model = keras.saving.load_model(finetuned / "model.keras", compile=False)
+    tokenizer = BertTokenizer.from_pretrained(str(finetuned))
+    labels = json.loads((finetuned / "kbert_task.json").read_text())["settings"]["labels"]
+    expected = ner.predict_entities(model, tokenizer, HARD, labels, 32)
+    assert any(len(e) >= 10 for e in expected)  # the long text spans several windows
+    report = run_fresh(str(finetuned / "serving" / "ner" / "1"), [{"text": HARD},
+                                                                   {"text": HARD[:1]}])
+    out = report["results"][0]
+    k = out["entity_text"]["shape"][1]
+    assert out["num_entities"]["value"] == [len(e) for e in expected]
+    for b, (text, entities) in enumerate(zip(HARD, expected)):
+        row = slice(b * k, (b + 1) * k)
+        got = list(zip(out["entity_text"]["value"][row], out["entity_type"]["value"][row],
+                       out["start_char"]["value"][row], out["end_char"]["value"][row]))
+        want = [(e.text, e.type, e.start_char, e.end_char) for e in entities]
+        want += [("", "", -1, -1)] * (k - len(entities))
+        assert got == want, text
+        for t, _, s, e in got[:len(entities)]:
+            assert text[s:e] == t
+    assert report["results"][1]["entity_text"]["value"][:len(expected[0])] == [
+        e.text for e in expected[0]]
+    assert {"Chen Wang", "São Paulo"} <= {e.text for e in expected[0]}
+
+
+def test_export_cli_on_the_ner_run_folder(finetuned, tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir", str(finetuned),
+                           "--task", "ner", "--export_dir", str(tmp_path / "ner" / "2"),
+                           "--serving_version", "2.19"], capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "output entity_text: string [None, None]" in proc.stdout
+    assert "OK: 6 warmup requests answered" in proc.stdout
