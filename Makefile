@@ -6,7 +6,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo test test-all bench clean
+.PHONY: demo demo-classifier test test-all bench clean
 
 $(VENV)/.base: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +18,12 @@ $(VENV)/.test: $(VENV)/.base
 	$(PY) -m pip install -q -e ".[test]"
 	touch $@
 
+# The main job on its embedded default: SQuAD on the bundled sample, trained, evaluated,
+# exported for TF Serving (runs/squad/serving/squad/1).
 demo: $(VENV)/.base
+	$(PY) -m kbert.tasks.squad --output_dir runs/squad
+
+demo-classifier: $(VENV)/.base
 	$(PY) -m kbert.demo
 
 test: $(VENV)/.test
@@ -29,6 +34,7 @@ test-all: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(PY) benchmarks/bench_bert.py
+	$(PY) benchmarks/bench_export.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

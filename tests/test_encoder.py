@@ -189,3 +189,16 @@ def test_classifier_with_encoder_saves_and_loads(tmp_path):
     model.save(tmp_path / "clf.keras")
     got = keras.models.load_model(tmp_path / "clf.keras").predict(inputs, verbose=0)
     np.testing.assert_array_equal(got, want)
+
+
+def test_sinusoidal_position_init():
+    from kbert.models.bert import init_sinusoidal_positions
+
+    encoder = init_sinusoidal_positions(BertEncoder(odd_config()), scale=0.1)
+    table = encoder.embeddings.position_embeddings.embeddings.numpy()
+    position, width = 7, table.shape[1]
+    for i in range(width):
+        angle = position / 10000 ** (2 * (i // 2) / width)
+        expected = 0.1 * (np.sin(angle) if i % 2 == 0 else np.cos(angle))
+        assert table[position, i] == pytest.approx(expected, abs=1e-6)
+    assert encoder.embeddings.position_embeddings.trainable

@@ -193,3 +193,14 @@ def test_synthetic_similarity_regression_is_learned(tmp_path):
     results = json.loads((out / "eval_results.json").read_text())
     assert results["pearson"] >= 0.9, results
     assert len((out / "STS-B.tsv").read_text().splitlines()) == 41
+
+
+def test_tfds_offline_is_a_clear_error(tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(tfds, "load", offline)
+    with pytest.raises(SystemExit, match=r"TFDS could not load glue/rte .*pass --data_dir"):
+        cli.main(["--task", "rte", "--tfds", "--output_dir", str(tmp_path)])

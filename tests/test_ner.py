@@ -217,3 +217,27 @@ def test_export_cli_on_the_ner_run_folder(finetuned, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "output entity_text: string [None, None]" in proc.stdout
     assert "OK: 6 warmup requests answered" in proc.stdout
+
+
+def test_tfds_offline_is_a_clear_error(tmp_path, monkeypatch):
+    import tensorflow_datasets as tfds
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("no network")
+
+    monkeypatch.setattr(tfds, "load", offline)
+    with pytest.raises(SystemExit, match=r"TFDS could not load conll2003 .*--train_file"):
+        cli.main(["--tfds", "--output_dir", str(tmp_path)])
+    with pytest.raises(SystemExit, match="give --train_file"):
+        cli.main(["--output_dir", str(tmp_path)])
+
+
+def test_help_documents_every_flag(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = capsys.readouterr().out
+    for flag in ("--train_file", "--dev_file", "--test_file", "--init_from", "--mode",
+                 "--layers", "--tfds", "--export_dir", "--strategy", "--mixed_precision"):
+        assert flag in text
+    for action in cli._parser()._actions:
+        assert action.help, action.option_strings

@@ -88,3 +88,13 @@ def test_tfds_offline_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(SystemExit, match=r"TFDS could not load squad/v1\.1 .*pass "
                                          r"--train_file and --predict_file"):
         cli.main(["--tfds", "--output_dir", str(tmp_path)])
+
+
+@pytest.mark.slow
+def test_embedded_default_reaches_em_85(tmp_path, capsys):
+    """`make demo`: the bundled sample, all defaults, trained from scratch (~4 min)."""
+    assert cli.main(["--output_dir", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "eval_results.json").read_text())
+    assert results["exact_match"] >= 85.0, results
+    assert (tmp_path / "serving" / "squad" / "1" / "saved_model.pb").exists()
+    assert "SQuAD v1.1: EM" in capsys.readouterr().out

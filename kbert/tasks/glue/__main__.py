@@ -22,6 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def _parser() -> argparse.ArgumentParser:
     from kbert.tasks.glue.tasks import TASKS
+    from kbert.tasks.common import add_model_flags, add_training_flags
     from kbert.training import add_runtime_flags
 
     p = argparse.ArgumentParser(prog="python -m kbert.tasks.glue",
@@ -37,36 +38,13 @@ def _parser() -> argparse.ArgumentParser:
                                         "DATA_DIR/../diagnostic/diagnostic.tsv)")
     data.add_argument("--do_predict", action="store_true",
                       help="write test predictions in the GLUE submission format")
-    model = p.add_argument_group("model")
-    model.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder "
-                                           "(with vocab.txt); none: train from scratch")
+    model = add_model_flags(p, demo="2 layers, 128 wide", vocab_size=8000)
     model.add_argument("--model_dir", help="--task ax: the --output_dir of an MNLI run")
-    model.add_argument("--preset", default="demo",
-                       help="BertConfig preset when training from scratch ('demo' is a "
-                            "2-layer, 128-wide BERT)")
-    model.add_argument("--vocab_size", type=int, default=8000,
-                       help="WordPiece vocabulary learned from the training texts when "
-                            "training from scratch")
-    model.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
-                       help="override the casing read from --init_from")
     train = p.add_argument_group("training (run_classifier.py defaults)")
     train.add_argument("--max_seq_length", type=int, default=128,
                        help="tokens per example; longer ones are cut, with a warning")
-    train.add_argument("--train_batch_size", type=int, default=32, help="global batch size")
-    train.add_argument("--predict_batch_size", type=int, default=64,
-                       help="batch size for prediction")
-    train.add_argument("--learning_rate", type=float, default=2e-5, help="peak learning rate")
-    train.add_argument("--num_train_epochs", type=float, default=3.0, help="epochs")
-    train.add_argument("--warmup_proportion", type=float, default=0.1,
-                       help="share of training steps with linear learning-rate warmup")
-    train.add_argument("--steps_per_loop", type=int, default=200,
-                       help="steps between checkpoints")
-    train.add_argument("--output_dir", default="runs/glue",
-                       help="metrics, submission files, checkpoints and the model")
-    train.add_argument("--export_dir", default=None,
-                       help="also export a classifier SavedModel for TF Serving here")
-    train.add_argument("--seed", type=int, default=0, help="seed for initialization and "
-                                                          "shuffling")
+    add_training_flags(train, learning_rate=2e-5, epochs=3.0, output_dir="runs/glue",
+                       export_help="also export a classifier SavedModel for TF Serving here")
     add_runtime_flags(p)
     return p
 

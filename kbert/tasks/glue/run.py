@@ -11,10 +11,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab, training
+from kbert import training
 from kbert.export import export_classifier
 from kbert.export.folder import load_task_folder, save_task_folder
 from kbert.io import atomic_file
+from kbert.tasks.common import build_encoder, build_tokenizer
 from kbert.tasks.glue.data import load_dataset
 from kbert.tasks.glue.metrics import compute_metrics
 from kbert.tasks.glue.model import build_classifier
@@ -78,27 +79,6 @@ def write_submission(path: str, task: GlueTask, examples, predictions) -> None:
             if task.is_regression:
                 prediction = f"{min(5.0, max(0.0, prediction)):.3f}"
             f.write(f"{example.index}\t{prediction}\n")
-
-
-def _tokenizer(args, examples, task):
-    lowercase = None if args.do_lower_case is None else bool(args.do_lower_case)
-    if args.init_from:
-        return BertTokenizer.from_pretrained(args.init_from, lowercase=lowercase,
-                                             seq_length=args.max_seq_length)
-    texts = [e.text_a for e in examples] + [e.text_b for e in examples if e.text_b]
-    lowercase = True if lowercase is None else lowercase
-    vocab = build_vocab(texts, vocab_size=args.vocab_size, min_count=1, lowercase=lowercase)
-    return BertTokenizer(vocab, lowercase=lowercase, seq_length=args.max_seq_length)
-
-
-def _encoder(args, tokenizer):
-    if args.init_from:
-        return BertEncoder.from_pretrained(args.init_from)
-    overrides = dict(vocab_size=tokenizer.vocab_size,
-                     max_position_embeddings=max(args.max_seq_length, 64))
-    if args.preset == "demo":
-        return BertEncoder(BertConfig(**DEMO_CONFIG, **overrides))
-    return BertEncoder(BertConfig.preset(args.preset, **overrides))
 
 
 def _write_json(path, obj):
@@ -169,7 +149,8 @@ def run(args) -> dict:
     logger.info("GLUE %s: %d training examples; %s", task.name, len(train),
                 ", ".join(f"{s} {len(v)}" for s, v in {**dev, **test}.items()))
 
-    tokenizer = _tokenizer(args, train, task)
+    tokenizer = build_tokenizer(args, [e.text_a for e in train]
+                                + [e.text_b for e in train if e.text_b])
     seq = args.max_seq_length
     x = encode(task, tokenizer, train, seq)
     y = label_array(task, train)
@@ -184,7 +165,7 @@ def run(args) -> dict:
         loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
         metrics = {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
     model = runtime.build(
-        lambda: build_model(_encoder(args, tokenizer), task),
+        lambda: build_model(build_encoder(args, tokenizer, DEMO_CONFIG), task),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)

@@ -21,6 +21,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 def _parser() -> argparse.ArgumentParser:
     from kbert.tasks.ner.model import LAYER_CHOICES
+    from kbert.tasks.common import add_model_flags, add_training_flags
     from kbert.training import add_runtime_flags
 
     p = argparse.ArgumentParser(prog="python -m kbert.tasks.ner",
@@ -31,16 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--dev_file", help="development file (eng.testa)")
     data.add_argument("--test_file", help="test file (eng.testb)")
     data.add_argument("--tfds", action="store_true", help="read conll2003 from TFDS")
-    model = p.add_argument_group("model")
-    model.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder "
-                                           "(cased models suit NER); none: from scratch")
-    model.add_argument("--preset", default="demo",
-                       help="BertConfig preset when training from scratch ('demo': 4 layers, "
-                            "128 wide)")
-    model.add_argument("--vocab_size", type=int, default=8000,
-                       help="WordPiece vocabulary learned when training from scratch")
-    model.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
-                       help="override the casing read from --init_from")
+    model = add_model_flags(p, demo="4 layers, 128 wide", vocab_size=8000,
+                            init_help=" (cased models suit NER)")
     model.add_argument("--mode", default="finetune", choices=["finetune", "feature"],
                        help="fine-tune the encoder, or freeze it and train a BiLSTM on its "
                             "layers")
@@ -51,20 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     train = p.add_argument_group("training")
     train.add_argument("--max_seq_length", type=int, default=128,
                        help="pieces per window; longer sentences are split into windows")
-    train.add_argument("--train_batch_size", type=int, default=32, help="global batch size")
-    train.add_argument("--predict_batch_size", type=int, default=64,
-                       help="batch size for prediction")
-    train.add_argument("--learning_rate", type=float, default=5e-5, help="peak learning rate")
-    train.add_argument("--num_train_epochs", type=float, default=4.0, help="epochs")
-    train.add_argument("--warmup_proportion", type=float, default=0.1,
-                       help="share of steps with linear warmup")
-    train.add_argument("--steps_per_loop", type=int, default=200,
-                       help="steps between checkpoints")
-    train.add_argument("--output_dir", default="runs/ner",
-                       help="predictions, metrics, checkpoints and the model")
-    train.add_argument("--export_dir", default=None,
-                       help="also export the `ner` SavedModel for TF Serving here")
-    train.add_argument("--seed", type=int, default=0, help="seed")
+    add_training_flags(train, learning_rate=5e-5, epochs=4.0, output_dir="runs/ner",
+                       export_help="also export the `ner` SavedModel for TF Serving here")
     add_runtime_flags(p)
     return p
 

@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from kbert.tasks.common import char_offset_table
 from kbert.tasks.ner.evaluate import chunks
 from kbert.tasks.ner.features import convert_sentences, word_predictions
 
@@ -28,13 +29,7 @@ def split_text(tokenizer, texts: list[str]):
     out = []
     for text, s, e in zip(texts, starts.to_list(), ends.to_list()):
         raw = text.encode("utf-8")
-        char_of = np.zeros(len(raw) + 1, np.int64)
-        pos = 0
-        for i, ch in enumerate(text):
-            n = len(ch.encode("utf-8"))
-            char_of[pos:pos + n] = i
-            pos += n
-        char_of[pos] = len(text)
+        char_of = char_offset_table(text)
         out.append([(raw[a:b].decode("utf-8"), int(char_of[a]), int(char_of[b]))
                     for a, b in zip(s, e)])
     return out

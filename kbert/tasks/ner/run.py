@@ -10,9 +10,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab, training
+from kbert import training
 from kbert.export.folder import save_task_folder
 from kbert.io import atomic_file
+from kbert.tasks.common import build_encoder, build_tokenizer
 from kbert.tasks.ner.data import labels_of, load_tfds, read_conll
 from kbert.tasks.ner.evaluate import evaluate
 from kbert.tasks.ner.features import convert_sentences, word_predictions
@@ -49,27 +50,6 @@ def predict_tags(model, tokenizer, sentences, labels, seq_length, batch_size=64)
     return word_predictions(features, np.argmax(logits, axis=-1), labels)
 
 
-def _tokenizer(args, sentences):
-    lowercase = None if args.do_lower_case is None else bool(args.do_lower_case)
-    if args.init_from:
-        return BertTokenizer.from_pretrained(args.init_from, lowercase=lowercase,
-                                             seq_length=args.max_seq_length)
-    lowercase = False if lowercase is None else lowercase  # NER keeps case by default
-    texts = [" ".join(s.words) for s in sentences]
-    vocab = build_vocab(texts, vocab_size=args.vocab_size, min_count=1, lowercase=lowercase)
-    return BertTokenizer(vocab, lowercase=lowercase, seq_length=args.max_seq_length)
-
-
-def _encoder(args, tokenizer):
-    if args.init_from:
-        return BertEncoder.from_pretrained(args.init_from)
-    overrides = dict(vocab_size=tokenizer.vocab_size,
-                     max_position_embeddings=max(args.max_seq_length, 64))
-    if args.preset == "demo":
-        return BertEncoder(BertConfig(**DEMO_CONFIG, **overrides))
-    return BertEncoder(BertConfig.preset(args.preset, **overrides))
-
-
 def run(args) -> dict:
     runtime = training.Runtime.from_flags(args)
     keras.utils.set_random_seed(args.seed)
@@ -77,7 +57,9 @@ def run(args) -> dict:
     data = _load(args)  # read and validate every file before training
     train = data["train"]
     labels = labels_of(train + data.get("dev", []))
-    tokenizer = _tokenizer(args, train)
+    # NER keeps case unless told otherwise (capitals mark names).
+    tokenizer = build_tokenizer(args, [" ".join(s.words) for s in train],
+                                default_lowercase=False)
     seq = args.max_seq_length
     features = convert_sentences([s.words for s in train], tokenizer, seq,
                                  [s.tags for s in train], labels)
@@ -91,8 +73,8 @@ def run(args) -> dict:
     ds = tf.data.Dataset.from_tensor_slices((features.inputs(), {"logits": features.labels}))
     ds = training.finalize_dataset(ds, batch, training=True, seed=args.seed)
     model = runtime.build(
-        lambda: build_model(_encoder(args, tokenizer), labels, args.mode, args.layers,
-                            args.lstm_units),
+        lambda: build_model(build_encoder(args, tokenizer, DEMO_CONFIG), labels, args.mode,
+                            args.layers, args.lstm_units),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         {"logits": ner_loss()})

@@ -34,6 +34,7 @@ SAMPLE_DEFAULTS = {"max_seq_length": 128, "doc_stride": 64, "learning_rate": 1e-
 
 
 def _parser() -> argparse.ArgumentParser:
+    from kbert.tasks.common import add_model_flags, add_training_flags
     from kbert.training import add_runtime_flags
 
     p = argparse.ArgumentParser(
@@ -46,19 +47,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="read squad/v1.1 or squad/v2.0 from TensorFlow Datasets")
     data.add_argument("--version_2_with_negative", action="store_true",
                       help="SQuAD v2.0: questions may have no answer")
-    data.add_argument("--sample_paragraphs", type=int, default=1800,
+    data.add_argument("--sample_paragraphs", type=int, default=900,
                       help="bundled sample size (paragraphs; 1/6 are held out)")
-    model = p.add_argument_group("model")
-    model.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder "
-                                           "(with vocab.txt); none: train from scratch")
-    model.add_argument("--preset", default="demo",
-                       help="BertConfig preset when training from scratch ('demo' is a "
-                            "2-layer, 128-wide BERT for the bundled sample)")
-    model.add_argument("--vocab_size", type=int, default=800,
-                       help="WordPiece vocabulary learned from the training data when "
-                            "training from scratch")
-    model.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
-                       help="override the casing read from --init_from")
+    add_model_flags(p, demo="2 layers, 128 wide, for the bundled sample", vocab_size=800)
     feats = p.add_argument_group("features and post-processing (run_squad.py defaults)")
     train = p.add_argument_group("training")
     for flag, real in REAL_DEFAULTS.items():  # defaults differ for the bundled sample
@@ -73,20 +64,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="longest answer, in tokens")
     feats.add_argument("--null_score_diff_threshold", type=float, default=0.0,
                        help="v2.0: no answer when null score - best span score exceeds this")
-    train.add_argument("--train_batch_size", type=int, default=32, help="global batch size")
-    train.add_argument("--predict_batch_size", type=int, default=64,
-                       help="batch size for prediction")
-    train.add_argument("--warmup_proportion", type=float, default=0.1,
-                       help="share of training steps with linear learning-rate warmup")
-    train.add_argument("--steps_per_loop", type=int, default=200,
-                       help="steps between checkpoints")
-    train.add_argument("--output_dir", default="runs/squad",
-                       help="predictions, checkpoints, the fine-tuned model and metrics")
-    train.add_argument("--export_dir", default=None,
-                       help="SavedModel for TF Serving (default OUTPUT_DIR/serving/squad/1; "
-                            "'none': no export)")
-    train.add_argument("--seed", type=int, default=0,
-                       help="seed for initialization, shuffling and the bundled sample")
+    add_training_flags(train, learning_rate=None, epochs=None, output_dir="runs/squad",
+                       export_help="SavedModel for TF Serving (default "
+                                   "OUTPUT_DIR/serving/squad/1; 'none': no export)")
     add_runtime_flags(p)
     return p
 

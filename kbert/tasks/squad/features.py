@@ -17,6 +17,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from kbert.tasks.common import char_offset_table
 from kbert.tasks.squad.data import SquadExample
 
 logger = logging.getLogger(__name__)
@@ -46,15 +47,8 @@ class SquadFeature:
 
 def _char_offsets(text: str, byte_starts, byte_ends):
     """Byte offsets into UTF-8 `text` -> code-point offsets."""
-    byte_to_char = np.zeros(len(text.encode("utf-8")) + 1, dtype=np.int64)
-    pos = 0
-    for i, ch in enumerate(text):
-        n = len(ch.encode("utf-8"))
-        byte_to_char[pos:pos + n] = i
-        pos += n
-    byte_to_char[pos] = len(text)
-    return byte_to_char[np.asarray(byte_starts, np.int64)], \
-        byte_to_char[np.asarray(byte_ends, np.int64)]
+    table = char_offset_table(text)
+    return table[np.asarray(byte_starts, np.int64)], table[np.asarray(byte_ends, np.int64)]
 
 
 def _tokenize_contexts(tokenizer, contexts, batch_size=64):

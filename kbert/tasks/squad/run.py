@@ -10,11 +10,12 @@ import os
 import keras
 import tensorflow as tf
 
-from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
+from kbert import BertEncoder
 from kbert import training
 from kbert.export import export_squad
 from kbert.export.folder import save_task_folder
 from kbert.io import atomic_file
+from kbert.tasks.common import build_encoder, build_tokenizer
 from kbert.tasks.squad.data import load_json, read_squad
 from kbert.tasks.squad.evaluate import evaluate
 from kbert.tasks.squad.features import convert_examples, feature_arrays
@@ -81,35 +82,14 @@ def _load_tfds(version_2):
     return read_squad(out[0]), read_squad(out[1]), out[1]
 
 
-def _tokenizer(args, train_examples):
-    lowercase = None if args.do_lower_case is None else bool(args.do_lower_case)
-    if args.init_from:
-        return BertTokenizer.from_pretrained(args.init_from, lowercase=lowercase,
-                                             seq_length=args.max_seq_length)
-    texts = [e.context for e in train_examples] + [e.question for e in train_examples]
-    vocab = build_vocab(list(dict.fromkeys(texts)), vocab_size=args.vocab_size, min_count=1,
-                        lowercase=True if lowercase is None else lowercase)
-    return BertTokenizer(vocab, lowercase=True if lowercase is None else lowercase,
-                         seq_length=args.max_seq_length)
-
-
-def _encoder(args, tokenizer):
-    if args.init_from:
-        return BertEncoder.from_pretrained(args.init_from)
-    overrides = dict(vocab_size=tokenizer.vocab_size,
-                     max_position_embeddings=max(args.max_seq_length, 64))
-    if args.preset == "demo":
-        return BertEncoder(BertConfig(**DEMO_CONFIG, **overrides))
-    return BertEncoder(BertConfig.preset(args.preset, **overrides))
-
-
 def run(args) -> dict:
     """Trains and evaluates as the flags say; returns the official metrics."""
     runtime = training.Runtime.from_flags(args)  # first: it may configure the runtime
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     train_examples, dev_examples, dev_json = load_data(args)
-    tokenizer = _tokenizer(args, train_examples)
+    tokenizer = build_tokenizer(args, [e.context for e in train_examples]
+                                + [e.question for e in train_examples])
     feature_args = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
                         max_query_length=args.max_query_length)
     train_features = convert_examples(train_examples, tokenizer, is_training=True,
@@ -130,7 +110,7 @@ def run(args) -> dict:
                                      training=True, seed=args.seed)
     losses, weights = span_losses()
     model = runtime.build(
-        lambda: build_model(_encoder(args, tokenizer)),
+        lambda: build_model(build_encoder(args, tokenizer, DEMO_CONFIG)),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         losses, loss_weights=weights)

@@ -1,0 +1,86 @@
+"""What the task command lines share: model and training flags, and building the
+tokenizer and encoder from `--init_from` or from scratch."""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
+from kbert.models.bert.encoder import init_sinusoidal_positions
+
+
+def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: int,
+                    init_help: str = "") -> argparse._ArgumentGroup:
+    group = parser.add_argument_group("model")
+    group.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder (with "
+                                           "vocab.txt); none: train from scratch" + init_help)
+    group.add_argument("--preset", default="demo",
+                       help=f"BertConfig preset when training from scratch ('demo': {demo})")
+    group.add_argument("--vocab_size", type=int, default=vocab_size,
+                       help="WordPiece vocabulary learned from the training texts when "
+                            "training from scratch")
+    group.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
+                       help="override the casing read from --init_from")
+    return group
+
+
+def add_training_flags(group, *, learning_rate, epochs, output_dir: str, export_help: str,
+                       batch_size: int = 32) -> None:
+    """Batch sizes, schedule, checkpoints, output and export folders, seed. With
+    `learning_rate=None` the command defines --learning_rate and --num_train_epochs."""
+    group.add_argument("--train_batch_size", type=int, default=batch_size,
+                       help="global batch size")
+    group.add_argument("--predict_batch_size", type=int, default=64,
+                       help="batch size for prediction")
+    if learning_rate is not None:
+        group.add_argument("--learning_rate", type=float, default=learning_rate,
+                           help="peak learning rate")
+        group.add_argument("--num_train_epochs", type=float, default=epochs, help="epochs")
+    group.add_argument("--warmup_proportion", type=float, default=0.1,
+                       help="share of training steps with linear learning-rate warmup")
+    group.add_argument("--steps_per_loop", type=int, default=200,
+                       help="steps between checkpoints")
+    group.add_argument("--output_dir", default=output_dir,
+                       help="predictions, metrics, checkpoints and the fine-tuned model")
+    group.add_argument("--export_dir", default=None, help=export_help)
+    group.add_argument("--seed", type=int, default=0,
+                       help="seed for initialization and shuffling")
+
+
+def build_tokenizer(args, texts, default_lowercase: bool = True) -> BertTokenizer:
+    """From `--init_from`, or a WordPiece vocabulary learned from `texts`."""
+    lowercase = None if args.do_lower_case is None else bool(args.do_lower_case)
+    if args.init_from:
+        return BertTokenizer.from_pretrained(args.init_from, lowercase=lowercase,
+                                             seq_length=args.max_seq_length)
+    lowercase = default_lowercase if lowercase is None else lowercase
+    vocab = build_vocab(list(dict.fromkeys(texts)), vocab_size=args.vocab_size, min_count=1,
+                        lowercase=lowercase)
+    return BertTokenizer(vocab, lowercase=lowercase, seq_length=args.max_seq_length)
+
+
+def build_encoder(args, tokenizer, demo_config: dict) -> BertEncoder:
+    """From `--init_from`, or a new encoder (`--preset`; "demo" is `demo_config`)
+    whose position embeddings start as sinusoids (`init_sinusoidal_positions`)."""
+    if args.init_from:
+        return BertEncoder.from_pretrained(args.init_from)
+    overrides = dict(vocab_size=tokenizer.vocab_size,
+                     max_position_embeddings=max(args.max_seq_length, 64))
+    config = (BertConfig(**demo_config, **overrides) if args.preset == "demo"
+              else BertConfig.preset(args.preset, **overrides))
+    return init_sinusoidal_positions(BertEncoder(config))
+
+
+def char_offset_table(text: str) -> np.ndarray:
+    """`table[b]` is the code-point index of UTF-8 byte offset `b` of `text` (the
+    character that byte belongs to); `table[len(bytes)] == len(text)`."""
+    table = np.zeros(len(text.encode("utf-8")) + 1, dtype=np.int64)
+    pos = 0
+    for i, ch in enumerate(text):
+        n = len(ch.encode("utf-8"))
+        table[pos:pos + n] = i
+        pos += n
+    table[pos] = len(text)
+    return table
