@@ -12,7 +12,8 @@ from kbert.models.bert.encoder import init_sinusoidal_positions
 
 
 def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: int,
-                    init_help: str = "") -> argparse._ArgumentGroup:
+                    init_help: str = "", position_init: str = "normal"
+                    ) -> argparse._ArgumentGroup:
     group = parser.add_argument_group("model")
     group.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder (with "
                                            "vocab.txt); none: train from scratch" + init_help)
@@ -23,6 +24,11 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
                             "training from scratch")
     group.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
                        help="override the casing read from --init_from")
+    group.add_argument("--position_init", default=position_init,
+                       choices=["normal", "sinusoidal"],
+                       help="from scratch: start the learned position embeddings as BERT "
+                            "does (truncated normal) or as scaled sinusoids, which lets a "
+                            "small model learn word order fast (ignored with --init_from)")
     return group
 
 
@@ -62,15 +68,18 @@ def build_tokenizer(args, texts, default_lowercase: bool = True) -> BertTokenize
 
 
 def build_encoder(args, tokenizer, demo_config: dict) -> BertEncoder:
-    """From `--init_from`, or a new encoder (`--preset`; "demo" is `demo_config`)
-    whose position embeddings start as sinusoids (`init_sinusoidal_positions`)."""
+    """From `--init_from`, or a new encoder (`--preset`; "demo" is `demo_config`) whose
+    position embeddings start as `--position_init` says."""
     if args.init_from:
         return BertEncoder.from_pretrained(args.init_from)
     overrides = dict(vocab_size=tokenizer.vocab_size,
                      max_position_embeddings=max(args.max_seq_length, 64))
     config = (BertConfig(**demo_config, **overrides) if args.preset == "demo"
               else BertConfig.preset(args.preset, **overrides))
-    return init_sinusoidal_positions(BertEncoder(config))
+    encoder = BertEncoder(config)
+    if getattr(args, "position_init", "normal") == "sinusoidal":
+        init_sinusoidal_positions(encoder)
+    return encoder
 
 
 def char_offset_table(text: str) -> np.ndarray:

@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="SQuAD v2.0: questions may have no answer")
     data.add_argument("--sample_paragraphs", type=int, default=900,
                       help="bundled sample size (paragraphs; 1/6 are held out)")
-    add_model_flags(p, demo="2 layers, 128 wide, for the bundled sample", vocab_size=800)
+    add_model_flags(p, demo="2 layers, 128 wide, for the bundled sample", vocab_size=800,
+                    position_init="sinusoidal")
     feats = p.add_argument_group("features and post-processing (run_squad.py defaults)")
     train = p.add_argument_group("training")
     for flag, real in REAL_DEFAULTS.items():  # defaults differ for the bundled sample
