@@ -1,7 +1,7 @@
-"""`make demo`: a small end-to-end BERT run on an embedded data set.
+"""`make demo-classifier`: a small end-to-end BERT run on an embedded data set.
 
-Until `python -m kbert.tasks.squad` lands, the demo shows the whole BERT path on
-data it generates: build a WordPiece vocabulary, tokenize in-graph inside tf.data,
+A shorter companion to `make demo` (SQuAD), showing the whole BERT path on data it
+generates: build a WordPiece vocabulary, tokenize in-graph inside tf.data,
 train a small BertEncoder classifier on reviews with negation, evaluate on held-out ones,
 save the model as a kbert folder, reload it and check that predictions are unchanged.
 """
