@@ -116,9 +116,9 @@ def squad_answers(start_logits, end_logits, info, context, *, n_best_size: int,
     """
     start_logits = tf.cast(start_logits, tf.float32)
     end_logits = tf.cast(end_logits, tf.float32)
-    seq_length = start_logits.shape[-1] or tf.shape(start_logits)[-1]
+    seq_length = start_logits.shape[-1]  # static: the exporter packs to a fixed length
     is_context, max_context = _max_context(info, seq_length)
-    k = min(n_best_size, start_logits.shape[-1]) if start_logits.shape[-1] else n_best_size
+    k = min(n_best_size, seq_length)
     s_val, s_idx = tf.math.top_k(start_logits, k)  # ties: lower index first, as Python
     e_val, e_idx = tf.math.top_k(end_logits, k)
     s_idx, e_idx = tf.cast(s_idx, tf.int64), tf.cast(e_idx, tf.int64)
@@ -148,17 +148,15 @@ def squad_answers(start_logits, end_logits, info, context, *, n_best_size: int,
     span_score = s_best + e_best
 
     # Token positions -> byte offsets -> the substring and code-point offsets.
-    start_tok = tf.gather(info["start"], window_row) + a_best - tf.gather(info["offset"],
-                                                                          window_row)
-    end_tok = tf.gather(info["start"], window_row) + b_best - tf.gather(info["offset"],
-                                                                        window_row)
-    row_starts = info["byte_start"].row_starts()
-    safe = lambda i: tf.clip_by_value(  # noqa: E731  (rows without a span: any index)
-        i, 0, tf.maximum(tf.shape(info["byte_start"].flat_values, out_type=tf.int64)[0] - 1, 0))
+    # Context token index of window position p: start - offset + p; then the flat index.
+    base = (info["byte_start"].row_starts() + tf.gather(info["start"], window_row)
+            - tf.gather(info["offset"], window_row))
+    # One spare entry so that rows without a span (unused) still gather in bounds.
     flat_bs = tf.concat([info["byte_start"].flat_values, [0]], 0)
     flat_be = tf.concat([info["byte_end"].flat_values, [0]], 0)
-    byte_start = tf.gather(flat_bs, safe(row_starts + start_tok))
-    byte_end = tf.gather(flat_be, safe(row_starts + end_tok))
+    last = tf.shape(flat_bs, out_type=tf.int64)[0] - 1
+    byte_start = tf.gather(flat_bs, tf.clip_by_value(base + a_best, 0, last))
+    byte_end = tf.gather(flat_be, tf.clip_by_value(base + b_best, 0, last))
     answered = has_span
     if version_2_with_negative:
         cls_score = start_logits[:, 0] + end_logits[:, 0]  # float32, as Python
