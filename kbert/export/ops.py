@@ -8,8 +8,9 @@ servers, so a model that uses one fails to load there with "Op type not register
 
 The core set is the op registry of the TensorFlow running the check, less the ops whose
 kernels live in the Python runtime (`tf.py_function`, `tf.numpy_function`): a server
-has no Python. Ops added to TensorFlow after the target server's release are not
-told apart; kbert's own graphs use long-standing ops only.
+has no Python. Core ops added to TensorFlow after the target server's release are not
+told apart (SavedModels written by TF 2.21 hold `DisableCopyOnRead`, which older
+servers lack): serve with a release at least as new as the exporting TensorFlow.
 """
 
 from __future__ import annotations
