@@ -31,6 +31,8 @@ REAL_DEFAULTS = {"max_seq_length": 384, "doc_stride": 128, "learning_rate": 5e-5
                  "num_train_epochs": 3.0}
 SAMPLE_DEFAULTS = {"max_seq_length": 128, "doc_stride": 64, "learning_rate": 1e-3,
                    "num_train_epochs": 8.0}
+# The v2.0 sample has shorter contexts (fewer windows per epoch) and a harder decision.
+SAMPLE_V2_EPOCHS = 16.0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -56,7 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     for flag, real in REAL_DEFAULTS.items():  # defaults differ for the bundled sample
         group = feats if flag in ("max_seq_length", "doc_stride") else train
         group.add_argument(f"--{flag}", type=type(real), default=None,
-                           help=f"default {real}; on the bundled sample {SAMPLE_DEFAULTS[flag]}")
+                           help=f"default {real}; on the bundled sample {SAMPLE_DEFAULTS[flag]}"
+                                + (f" ({SAMPLE_V2_EPOCHS} with --version_2_with_negative)"
+                                   if flag == "num_train_epochs" else ""))
     feats.add_argument("--max_query_length", type=int, default=64,
                        help="question tokens kept (longer questions are cut, with a warning)")
     feats.add_argument("--n_best_size", type=int, default=20,
@@ -104,7 +108,9 @@ def main(argv=None) -> int:
         args.export_dir = os.path.join(args.output_dir, "serving", "squad", "1")
     elif args.export_dir.lower() == "none":
         args.export_dir = None
-    defaults = REAL_DEFAULTS if (args.train_file or args.tfds) else SAMPLE_DEFAULTS
+    defaults = REAL_DEFAULTS if (args.train_file or args.tfds) else dict(SAMPLE_DEFAULTS)
+    if defaults is not REAL_DEFAULTS and args.version_2_with_negative:
+        defaults["num_train_epochs"] = SAMPLE_V2_EPOCHS
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
