@@ -33,9 +33,12 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
 
 
 def add_training_flags(group, *, learning_rate, epochs, output_dir: str, export_help: str,
-                       batch_size: int = 32) -> None:
+                       batch_size: int = 32, seq_help: str | None = None) -> None:
     """Batch sizes, schedule, checkpoints, output and export folders, seed. With
-    `learning_rate=None` the command defines --learning_rate and --num_train_epochs."""
+    `learning_rate=None` the command defines --learning_rate and --num_train_epochs;
+    with `seq_help`, --max_seq_length (default 128) is added too."""
+    if seq_help:
+        group.add_argument("--max_seq_length", type=int, default=128, help=seq_help)
     group.add_argument("--train_batch_size", type=int, default=batch_size,
                        help="global batch size")
     group.add_argument("--predict_batch_size", type=int, default=64,

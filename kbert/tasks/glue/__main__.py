@@ -41,10 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     model = add_model_flags(p, demo="2 layers, 128 wide", vocab_size=8000)
     model.add_argument("--model_dir", help="--task ax: the --output_dir of an MNLI run")
     train = p.add_argument_group("training (run_classifier.py defaults)")
-    train.add_argument("--max_seq_length", type=int, default=128,
-                       help="tokens per example; longer ones are cut, with a warning")
     add_training_flags(train, learning_rate=2e-5, epochs=3.0, output_dir="runs/glue",
-                       export_help="also export a classifier SavedModel for TF Serving here")
+                       export_help="also export a classifier SavedModel for TF Serving here",
+                       seq_help="tokens per example; longer ones are cut, with a warning")
     add_runtime_flags(p)
     return p
 

@@ -42,10 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     model.add_argument("--lstm_units", type=int, default=768,
                        help="feature mode: BiLSTM units per direction (2 layers)")
     train = p.add_argument_group("training")
-    train.add_argument("--max_seq_length", type=int, default=128,
-                       help="pieces per window; longer sentences are split into windows")
     add_training_flags(train, learning_rate=5e-5, epochs=4.0, output_dir="runs/ner",
-                       export_help="also export the `ner` SavedModel for TF Serving here")
+                       export_help="also export the `ner` SavedModel for TF Serving here",
+                       seq_help="pieces per window; longer sentences are split into windows")
     add_runtime_flags(p)
     return p
 
