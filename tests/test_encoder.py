@@ -202,3 +202,50 @@ def test_sinusoidal_position_init():
         expected = 0.1 * (np.sin(angle) if i % 2 == 0 else np.cos(angle))
         assert table[position, i] == pytest.approx(expected, abs=1e-6)
     assert encoder.embeddings.position_embeddings.trainable
+
+
+def test_output_range_computes_the_first_positions_and_the_same_gradients():
+    import tensorflow as tf
+
+    encoder = BertEncoder(odd_config())
+    inputs = random_inputs()
+    cls_only, first3 = encoder.with_output_range(1), encoder.with_output_range(3)
+    assert all(a is b for a, b in zip(cls_only.weights, encoder.weights))
+    full = encoder(inputs)
+    out1, out3 = cls_only(inputs), first3(inputs)
+    assert out1["sequence_output"].shape == (13, 1, 32) and out3["sequence_output"].shape == (13, 3, 32)
+    np.testing.assert_allclose(out1["pooled_output"], full["pooled_output"], atol=1e-6)
+    np.testing.assert_allclose(out3["sequence_output"], full["sequence_output"][:, :3], atol=1e-6)
+    for a, b in zip(out1["hidden_states"][:-1], full["hidden_states"][:-1]):
+        np.testing.assert_array_equal(a, b)
+
+    weights = np.random.default_rng(1).standard_normal((32,)).astype("float32")
+    grads = []
+    for model in (encoder, cls_only):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(inputs, training=True)["pooled_output"] * weights)
+        grads.append(tape.gradient(loss, encoder.trainable_variables))
+    assert all(g is not None for g in grads[1])
+    for a, b, v in zip(*grads, encoder.trainable_variables):
+        np.testing.assert_allclose(tf.convert_to_tensor(b), tf.convert_to_tensor(a),
+                                   rtol=1e-5, atol=2e-6, err_msg=v.path)
+    with pytest.raises(ValueError, match="output_range=0"):
+        encoder.with_output_range(0)
+
+
+def test_glue_classifier_uses_output_range_and_saves(tmp_path):
+    from kbert.tasks.glue import build_classifier
+
+    encoder = BertEncoder(odd_config())
+    model = build_classifier(encoder, 3)
+    inner = [layer for layer in model.layers if isinstance(layer, BertEncoder)]
+    assert len(inner) == 1 and inner[0].output_range == 1
+    inputs = random_inputs()
+    want = model.predict(inputs, verbose=0)["logits"]
+    head = model.get_layer("classifier")
+    np.testing.assert_allclose(
+        want, head(encoder(inputs)["pooled_output"]).numpy(), atol=1e-6)
+    model.save(tmp_path / "clf.keras")
+    loaded = keras.models.load_model(tmp_path / "clf.keras")
+    assert [layer.output_range for layer in loaded.layers if isinstance(layer, BertEncoder)] == [1]
+    np.testing.assert_array_equal(loaded.predict(inputs, verbose=0)["logits"], want)

@@ -189,9 +189,9 @@ def test_synthetic_similarity_regression_is_learned(tmp_path):
     folder = synthetic_similarity(str(tmp_path))
     out = tmp_path / "out"
     assert cli.main(["--task", "stsb", "--data_dir", folder, "--output_dir", str(out),
-                     "--do_predict", *SMALL]) == 0
+                     "--do_predict", *SMALL, "--num_train_epochs", "6"]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["pearson"] >= 0.9, results
+    assert results["pearson"] >= 0.95, results  # 0.9995 on seeds 0, 1 and 2
     assert len((out / "STS-B.tsv").read_text().splitlines()) == 41
 
 

@@ -62,9 +62,23 @@ def test_multi_worker_needs_tf_config(monkeypatch):
         training.resolve_strategy("multi_worker")
 
 
-def test_mirrored_two_replicas_follows_default_strategy():
+def _count_fused_updates(monkeypatch):
+    """Counts (at trace time) the fused AdamW kernels the optimizer builds."""
+    calls = []
+    for name in ("ResourceApplyAdam", "ResourceApplyGradientDescent"):
+        op = getattr(tf.raw_ops, name)
+        monkeypatch.setattr(tf.raw_ops, name,
+                            lambda _op=op, _name=name, **kw: calls.append(_name) or _op(**kw))
+    return calls
+
+
+def test_mirrored_two_replicas_follows_default_strategy(monkeypatch):
+    calls = _count_fused_updates(monkeypatch)
     default, _ = _train_losses(tf.distribute.get_strategy())
     mirrored, _ = _train_losses(training.resolve_strategy("mirrored"))
+    # Both ran the fused AdamW (one Adam kernel per variable and replica).
+    assert calls.count("ResourceApplyAdam") >= 3 * len(train_script.build(0.0).weights)
+    assert "ResourceApplyGradientDescent" in calls
     assert len(default) == 6
     np.testing.assert_allclose(mirrored[:2], default[:2], rtol=1e-6)
     # Later steps differ in the last bits (the all-reduce sums in another order), and
@@ -172,6 +186,44 @@ def test_warmup_linear_decay_formula():
     assert float(again(300)) == float(s(300))
     with pytest.raises(ValueError, match="warmup_steps=20"):
         training.WarmupLinearDecay(1.0, 10, 20)
+
+
+def test_fused_adamw_equals_keras_adamw(monkeypatch):
+    """kbert's AdamW (one fused kernel per variable) follows Keras' AdamW: dense and
+    embedding (IndexedSlices) gradients, weight decay with exclusions, the schedule."""
+    calls = _count_fused_updates(monkeypatch)
+    shapes = {"dense/kernel": (7, 4), "dense/bias": (4,), "word_embeddings/embeddings": (6, 4)}
+    schedule = training.WarmupLinearDecay(0.05, 10, 2)
+
+    def train(cls, densify):
+        rng = np.random.default_rng(0)
+        variables = [keras.Variable(rng.standard_normal(s).astype("float32"),
+                                    name=n.split("/")[1]) for n, s in shapes.items()]
+        opt = cls(schedule, weight_decay=0.3, epsilon=1e-6)
+        opt.exclude_from_weight_decay(var_names=training.NO_DECAY_NAMES)
+        opt.build(variables)
+        step = tf.function(lambda grads: opt.apply(grads, variables))
+        for _ in range(6):
+            grads = [tf.constant(rng.standard_normal(s).astype("float32"))
+                     for s in list(shapes.values())[:2]]
+            grads.append(tf.IndexedSlices(  # token 2 twice, token 5 once
+                tf.constant(rng.standard_normal((3, 4)).astype("float32")),
+                tf.constant([2, 5, 2]), tf.constant([6, 4])))
+            step([tf.convert_to_tensor(g) for g in grads] if densify else grads)
+        return [v.numpy() for v in variables + list(opt.variables)]
+
+    want = train(keras.optimizers.AdamW, densify=True)
+    got = train(training.AdamW, densify=False)
+    assert calls.count("ResourceApplyAdam") == 3 and calls.count("ResourceApplyGradientDescent") == 2
+    for keras_value, fused_value in zip(want, got):
+        np.testing.assert_allclose(fused_value, keras_value, rtol=1e-5, atol=2e-6)
+    assert np.abs(got[0] - np.random.default_rng(0).standard_normal((7, 4))).max() > 0.1
+    # Keras' own AdamW, given the IndexedSlices, squares each duplicate row before
+    # summing them: the second moment of token 2 is not that of its gradient.
+    keras_sparse = train(keras.optimizers.AdamW, densify=False)
+    assert np.abs(keras_sparse[2][2] - want[2][2]).max() > 1e-3
+    np.testing.assert_allclose(keras_sparse[2][[0, 1, 3, 4, 5]], want[2][[0, 1, 3, 4, 5]],
+                               rtol=1e-5, atol=2e-6)
 
 
 def test_weight_decay_skips_layer_norm_and_bias():

@@ -35,7 +35,9 @@ def build(dropout):
                      intermediate_size=24, max_position_embeddings=16, dropout=dropout,
                      attention_dropout=dropout)
     encoder = BertEncoder(cfg)
-    logits = keras.layers.Dense(2, dtype="float32")(encoder(encoder.input)["pooled_output"])
+    # As kbert's classifiers do: the last layer computes the [CLS] position only.
+    pooled = encoder.with_output_range(1)(encoder.input)["pooled_output"]
+    logits = keras.layers.Dense(2, dtype="float32")(pooled)
     return keras.Model(encoder.input, logits)
 
 

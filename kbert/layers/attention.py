@@ -30,9 +30,13 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         x: float Tensor of shape [B, T, H].
         attention_bias: float Tensor broadcastable to [B, N, T, T], 0 where a key may be
             attended to and a large negative number where it may not (padding).
+        output_range: None, or R: only the first R positions query (all T remain keys
+            and values), as `output_range` in TF Model Garden's encoder. The outputs
+            at those positions are the same as without it.
 
     Returns:
-        float Tensor of shape [B, T, H], the heads concatenated (before the output dense).
+        float Tensor of shape [B, T, H] (or [B, R, H]), the heads concatenated (before
+        the output dense).
     """
 
     def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02,
@@ -63,8 +67,9 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         x = ops.reshape(x, (b, t, self.num_heads, self.head_size))  # (B, T, N, D)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, N, T, D)
 
-    def call(self, x, attention_bias=None, training=None):
-        q = self._split_heads(self.query(x))  # (B, N, T, D)
+    def call(self, x, attention_bias=None, training=None, output_range=None):
+        queries = x if output_range is None else x[:, :output_range]
+        q = self._split_heads(self.query(queries))  # (B, N, T, D); T = R with output_range
         k = self._split_heads(self.key(x))  # (B, N, T, D)
         v = self._split_heads(self.value(x))  # (B, N, T, D)
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
@@ -80,10 +85,18 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         b, t = ops.shape(context)[0], ops.shape(context)[1]
         return ops.reshape(context, (b, t, self.hidden_size))  # (B, T, H)
 
-    def compute_output_shape(self, x_shape, attention_bias_shape=None):
-        return tuple(x_shape)
+    def compute_output_spec(self, x, attention_bias=None, training=None, output_range=None):
+        return keras.KerasTensor(_output_shape(x.shape, output_range), dtype=self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "num_heads": self.num_heads, "attention_dropout": self.attention_dropout,
                 "initializer_range": self.initializer_range}
+
+
+def _output_shape(x_shape, output_range=None):
+    """[B, T, H], or [B, min(T, R), H] when only the first R positions are computed."""
+    batch, length, width = x_shape
+    if output_range is not None:
+        length = output_range if length is None else min(length, output_range)
+    return (batch, length, width)

@@ -3,7 +3,7 @@
 import keras
 
 from kbert.layers.activations import get_activation, truncated_normal
-from kbert.layers.attention import MultiHeadSelfAttention
+from kbert.layers.attention import MultiHeadSelfAttention, _output_shape
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -28,6 +28,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
     Call args:
         x: float Tensor of shape [batch_size, seq_length, hidden_size].
         attention_bias: float Tensor of shape [batch_size, 1, 1, seq_length].
+        output_range: None, or R: compute only the first R positions' outputs (all
+            positions are still attended to); the returned Tensor is then
+            [batch_size, R, hidden_size] and equals the first R rows without it.
 
     Returns:
         float Tensor of shape [batch_size, seq_length, hidden_size].
@@ -72,16 +75,19 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.output_layer_norm.build(x_shape)
         self.built = True
 
-    def call(self, x, attention_bias=None, training=None):
-        attn = self.attention(x, attention_bias, training=training)  # (B, T, H)
+    def call(self, x, attention_bias=None, training=None, output_range=None):
+        attn = self.attention(x, attention_bias, training=training,
+                              output_range=output_range)  # (B, T, H), or (B, R, H)
+        if output_range is not None:
+            x = x[:, :output_range]
         attn = self.dropout_layer(self.attention_output(attn), training=training)
         x = self.attention_layer_norm(x + attn)
         ffn = self.output_dense(self.intermediate(x))  # (B, T, I) -> (B, T, H)
         ffn = self.dropout_layer(ffn, training=training)
         return self.output_layer_norm(x + ffn)
 
-    def compute_output_shape(self, x_shape, attention_bias_shape=None):
-        return tuple(x_shape)
+    def compute_output_spec(self, x, attention_bias=None, training=None, output_range=None):
+        return keras.KerasTensor(_output_shape(x.shape, output_range), dtype=self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

@@ -30,6 +30,10 @@ class BertEncoder(keras.Model):
 
     Args:
         config: a `BertConfig` (or its dict form).
+        output_range: None, or R: the last layer computes only the first R positions
+            (as `output_range` in TF Model Garden's encoder); `sequence_output` and the
+            last of `hidden_states` are then [batch_size, R, hidden_size], the first R
+            rows of the full outputs. See `with_output_range`.
 
     Example:
     >>> import numpy as np
@@ -41,37 +45,31 @@ class BertEncoder(keras.Model):
     ((1, 3, 32), 3)
     """
 
-    def __init__(self, config: BertConfig | dict, dtype=None, **kwargs):
+    def __init__(self, config: BertConfig | dict, dtype=None, output_range: int | None = None,
+                 _layers_from: "BertEncoder | None" = None, **kwargs):
         if isinstance(config, dict):
             config = BertConfig.from_dict(config)
+        if output_range is not None and output_range < 1:
+            raise ValueError(f"output_range={output_range} must be None or >= 1")
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
         padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
 
-        embeddings = BertEmbeddings(
-            config.vocab_size, config.hidden_size, config.max_position_embeddings,
-            config.type_vocab_size, config.layer_norm_epsilon, config.dropout,
-            config.initializer_range, dtype=dtype, name="embeddings")
-        blocks = [
-            TransformerEncoderBlock(
-                config.hidden_size, config.num_heads, config.intermediate_size,
-                config.hidden_act, config.dropout, config.attention_dropout,
-                config.layer_norm_epsilon, config.initializer_range, dtype=dtype,
-                name=f"transformer_layer_{i}")
-            for i in range(config.num_layers)
-        ]
-        pooler = keras.layers.Dense(
-            config.hidden_size, activation="tanh",
-            kernel_initializer=truncated_normal(config.initializer_range), dtype=dtype,
-            name="pooler")
+        if _layers_from is not None:  # share the layers, hence the weights, of another
+            embeddings = _layers_from.embeddings
+            blocks = list(_layers_from.transformer_layers)
+            pooler = _layers_from.pooler
+        else:
+            embeddings, blocks, pooler = _new_layers(config, dtype)
 
         x = embeddings(token_ids, segment_ids)
         # (B, T) -> (B, 1, 1, T): 0 on real keys, -10000 on padding.
         mask = ops.cast(padding_mask, "float32")
         attention_bias = ops.expand_dims(ops.expand_dims((1.0 - mask) * _MASK_BIAS, 1), 1)
         hidden_states = [x]
-        for block in blocks:
-            x = block(x, attention_bias)
+        for i, block in enumerate(blocks):
+            last = i == len(blocks) - 1
+            x = block(x, attention_bias, output_range=output_range if last else None)
             hidden_states.append(x)
         pooled = pooler(x[:, 0, :])  # (B, H) from the [CLS] position
         super().__init__(
@@ -82,12 +80,24 @@ class BertEncoder(keras.Model):
             **kwargs,
         )
         self.config = config
+        self.output_range = output_range
         self.embeddings = embeddings
         self.transformer_layers = blocks
         self.pooler = pooler
 
+    def with_output_range(self, output_range: int | None) -> "BertEncoder":
+        """An encoder that shares this one's layers and weights (training one trains
+        the other) and computes only the first `output_range` positions in its last
+        layer. `kbert.tasks.glue.build_classifier` uses `with_output_range(1)`: the
+        [CLS] vector, hence the pooled output, the loss and every gradient, are those
+        of the full encoder, for less work.
+        """
+        return BertEncoder(self.config, dtype=self.dtype_policy, output_range=output_range,
+                           _layers_from=self, name=self.name)
+
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
+        return {"config": self.config.to_dict(), "output_range": self.output_range,
+                "name": self.name,
                 "trainable": self.trainable, "dtype": keras.saving.serialize_keras_object(
                     self.dtype_policy)}
 
@@ -148,3 +158,23 @@ def init_sinusoidal_positions(encoder: BertEncoder, scale: float = 0.1) -> BertE
     table.assign(ops.cast(ops.where(even, ops.sin(angle), ops.cos(angle)) * scale,
                           table.dtype))
     return encoder
+
+
+def _new_layers(config: BertConfig, dtype):
+    embeddings = BertEmbeddings(
+        config.vocab_size, config.hidden_size, config.max_position_embeddings,
+        config.type_vocab_size, config.layer_norm_epsilon, config.dropout,
+        config.initializer_range, dtype=dtype, name="embeddings")
+    blocks = [
+        TransformerEncoderBlock(
+            config.hidden_size, config.num_heads, config.intermediate_size,
+            config.hidden_act, config.dropout, config.attention_dropout,
+            config.layer_norm_epsilon, config.initializer_range, dtype=dtype,
+            name=f"transformer_layer_{i}")
+        for i in range(config.num_layers)
+    ]
+    pooler = keras.layers.Dense(
+        config.hidden_size, activation="tanh",
+        kernel_initializer=truncated_normal(config.initializer_range), dtype=dtype,
+        name="pooler")
+    return embeddings, blocks, pooler
