@@ -57,6 +57,24 @@ def test_gelu_variants_match_formulas():
     assert np.abs(exact - tanh).max() > 1e-4  # the two are distinguishable
 
 
+def test_gelu_gradient_is_phi_plus_x_pdf():
+    import tensorflow as tf
+    from scipy.special import erf
+
+    x = tf.constant(np.linspace(-8, 8, 161).astype("float32"))
+    grads = []
+    for fn in (gelu, lambda t: keras.ops.gelu(t, approximate=False)):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        grads.append(tape.gradient(y, x, output_gradients=tf.fill(x.shape, 3.0)).numpy())
+    v = x.numpy().astype("float64")
+    want = 3.0 * (0.5 * (1 + erf(v / np.sqrt(2))) + v * np.exp(-v * v / 2) / np.sqrt(2 * np.pi))
+    np.testing.assert_allclose(grads[0], want, atol=2e-6)
+    np.testing.assert_allclose(grads[0], grads[1], atol=2e-6)
+    np.testing.assert_array_equal(gelu(x).numpy(), keras.ops.gelu(x, approximate=False).numpy())
+
+
 def _numpy_bert(encoder, inputs):
     """A plain NumPy forward pass of BERT from the encoder's weights (the reference math)."""
     from scipy.special import erf

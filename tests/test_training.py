@@ -65,10 +65,9 @@ def test_multi_worker_needs_tf_config(monkeypatch):
 def _count_fused_updates(monkeypatch):
     """Counts (at trace time) the fused AdamW kernels the optimizer builds."""
     calls = []
-    for name in ("ResourceApplyAdam", "ResourceApplyGradientDescent"):
-        op = getattr(tf.raw_ops, name)
-        monkeypatch.setattr(tf.raw_ops, name,
-                            lambda _op=op, _name=name, **kw: calls.append(_name) or _op(**kw))
+    op = tf.raw_ops.ResourceApplyAdam
+    monkeypatch.setattr(tf.raw_ops, "ResourceApplyAdam",
+                        lambda **kw: calls.append("ResourceApplyAdam") or op(**kw))
     return calls
 
 
@@ -78,7 +77,6 @@ def test_mirrored_two_replicas_follows_default_strategy(monkeypatch):
     mirrored, _ = _train_losses(training.resolve_strategy("mirrored"))
     # Both ran the fused AdamW (one Adam kernel per variable and replica).
     assert calls.count("ResourceApplyAdam") >= 3 * len(train_script.build(0.0).weights)
-    assert "ResourceApplyGradientDescent" in calls
     assert len(default) == 6
     np.testing.assert_allclose(mirrored[:2], default[:2], rtol=1e-6)
     # Later steps differ in the last bits (the all-reduce sums in another order), and
@@ -214,7 +212,7 @@ def test_fused_adamw_equals_keras_adamw(monkeypatch):
 
     want = train(keras.optimizers.AdamW, densify=True)
     got = train(training.AdamW, densify=False)
-    assert calls.count("ResourceApplyAdam") == 3 and calls.count("ResourceApplyGradientDescent") == 2
+    assert calls.count("ResourceApplyAdam") == 3
     for keras_value, fused_value in zip(want, got):
         np.testing.assert_allclose(fused_value, keras_value, rtol=1e-5, atol=2e-6)
     assert np.abs(got[0] - np.random.default_rng(0).standard_normal((7, 4))).max() > 0.1
@@ -299,6 +297,27 @@ def test_clipping_uses_the_true_norm_of_embedding_gradients():
     opt.build([var])
     clipped = opt._clip_gradients([grad])[0]
     assert float(tf.norm(tf.convert_to_tensor(clipped))) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_clipping_equals_keras_and_leaves_small_gradients_alone():
+    rng = np.random.default_rng(0)
+    variables = [keras.Variable(np.zeros(s, "float32")) for s in [(5, 3), (3,)]]
+    opt = training.create_optimizer(1.0, 10, clip_norm=2.0)
+    opt.build(variables)
+    for size in (0.1, 10.0):  # global norm below, then above the clip norm
+        grads = [tf.constant(rng.standard_normal(v.shape).astype("float32") * size)
+                 for v in variables]
+        want = keras.optimizers.AdamW(global_clipnorm=2.0)._clip_gradients(grads)
+        got = opt._clip_gradients(grads + [None])
+        assert got[-1] is None
+        for g, w, raw in zip(got, want, grads):
+            np.testing.assert_allclose(g, w, rtol=1e-6)
+            if size < 1:
+                np.testing.assert_array_equal(g, raw)
+        assert float(tf.linalg.global_norm(got[:2])) == pytest.approx(min(
+            2.0, float(tf.linalg.global_norm(grads))), rel=1e-6)
+    bad = [tf.constant([[np.inf, 1.0, 0.0]] * 5), tf.constant([1.0, 2.0, 3.0])]
+    assert all(np.isnan(g.numpy()).all() for g in opt._clip_gradients(bad))
 
 
 def test_unknown_optimizer():

@@ -70,12 +70,40 @@ class _TrueNormClipping:
     the norm of an IndexedSlices gradient from its unmerged rows, which is wrong when a
     token repeats in the batch, and then differs from clipping accumulated (dense)
     gradients.
+
+    It is also cheaper: each gradient's squared norm is one fused reduction
+    (`tf.nn.l2_loss`, no squared copy of the gradient), and the gradients are
+    multiplied by the clipping factor only when their norm exceeds `global_clipnorm`
+    (below it the factor is 1). Keras squares and rescales every gradient at every
+    step: three passes over BERT-base's 110M gradient values.
     """
 
     def _clip_gradients(self, grads):
-        if self.global_clipnorm:
-            grads = [merge_duplicate_rows(g) for g in grads]
-        return super()._clip_gradients(grads)
+        if not self.global_clipnorm:
+            return super()._clip_gradients(grads)
+        present = [i for i, g in enumerate(grads) if g is not None]
+        merged = [merge_duplicate_rows(grads[i]) for i in present]
+        values = [g.values if isinstance(g, tf.IndexedSlices) else g for g in merged]
+        norm = tf.sqrt(tf.add_n([2.0 * tf.nn.l2_loss(tf.cast(v, tf.float32)) for v in values]))
+        clip = tf.constant(self.global_clipnorm, tf.float32)
+
+        def scaled():
+            # As Keras: NaN for a non-finite norm, so that the update is visibly bad.
+            scale = clip * tf.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
+            return [_scale(g, scale) for g in merged]
+
+        clipped = tf.cond(norm <= clip, lambda: list(merged), scaled)
+        out = list(grads)
+        for i, g in zip(present, clipped):
+            out[i] = g
+        return out
+
+
+def _scale(grad, scale):
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values * tf.cast(scale, grad.values.dtype), grad.indices,
+                                grad.dense_shape)
+    return grad * tf.cast(scale, grad.dtype)
 
 
 class _FusedAdamW:
@@ -87,7 +115,7 @@ class _FusedAdamW:
     kernel reads the gradient, the variable and both moments once. The arithmetic is
     Keras' own: m += (g - m)(1 - b1), v += (g^2 - v)(1 - b2),
     w -= lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps), and decoupled weight
-    decay w -= lr * wd * w before it (one `ResourceApplyGradientDescent`). Other
+    decay w *= 1 - lr * wd before it (Keras: w -= w * wd * lr). Other
     cases (amsgrad, a non-float32 variable) take Keras' path.
 
     An embedding's gradient (tf.IndexedSlices, one row per lookup) is summed into a
@@ -125,10 +153,11 @@ class _FusedAdamW:
 
         def decay(distribution, fused):
             def fn(var):
-                alpha = tf.cast(self.learning_rate, tf.float32) * tf.cast(self.weight_decay,
-                                                                           tf.float32)
-                tf.raw_ops.ResourceApplyGradientDescent(var=var.handle, alpha=alpha,
-                                                        delta=var.read_value())
+                # One pass (the product's buffer becomes the variable's), where
+                # Keras' var - var * wd * lr takes three.
+                factor = 1.0 - (tf.cast(self.learning_rate, tf.float32)
+                                * tf.cast(self.weight_decay, tf.float32))
+                var.assign(var * factor)
 
             for variable in fused:
                 if self._use_weight_decay(variable):
