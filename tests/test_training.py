@@ -320,6 +320,27 @@ def test_clipping_equals_keras_and_leaves_small_gradients_alone():
     assert all(np.isnan(g.numpy()).all() for g in opt._clip_gradients(bad))
 
 
+def test_xla_step_of_a_wide_classifier_with_clipping():
+    """XLA needs the row count of an embedding gradient as a constant. From this width
+    on (not for the tiny models above), the gradient that leaves the clipping cond
+    no longer has it, and the step failed to compile ("must be a compile-time
+    constant"); the optimizer now takes it from the variable's static shape."""
+    from kbert import BertConfig, BertEncoder
+    from kbert.tasks.glue import build_classifier
+
+    config = BertConfig(vocab_size=50, hidden_size=512, num_layers=1, num_heads=8,
+                        intermediate_size=2048, max_position_embeddings=16)
+    classifier = build_classifier(BertEncoder(config), 2)
+    model = keras.Model(classifier.input, classifier.output["logits"])
+    training.compile_model(model, training.create_optimizer(1e-3, 10),
+                           keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                           jit_compile=True)
+    x, y = next(iter(training.finalize_dataset(train_script.examples(), 8, True, seed=0)))
+    before = model.trainable_variables[0].numpy()
+    assert np.isfinite(model.train_on_batch(x, y))
+    assert np.abs(model.trainable_variables[0].numpy() - before).max() > 0
+
+
 def test_unknown_optimizer():
     with pytest.raises(ValueError, match="optimizer='sgd'"):
         training.create_optimizer(1e-3, 10, optimizer="sgd")

@@ -90,20 +90,16 @@ class _TrueNormClipping:
         def scaled():
             # As Keras: NaN for a non-finite norm, so that the update is visibly bad.
             scale = clip * tf.minimum(1.0 / norm, 1.0 / clip) + (norm - norm)
-            return [_scale(g, scale) for g in merged]
+            return [v * tf.cast(scale, v.dtype) for v in values]
 
-        clipped = tf.cond(norm <= clip, lambda: list(merged), scaled)
+        # Only the values go through the cond: an IndexedSlices' dense_shape must stay
+        # a constant for XLA, which cannot see through a cond's outputs.
+        clipped = tf.cond(norm <= clip, lambda: list(values), scaled)
         out = list(grads)
-        for i, g in zip(present, clipped):
-            out[i] = g
+        for i, g, v in zip(present, merged, clipped):
+            out[i] = (tf.IndexedSlices(v, g.indices, g.dense_shape)
+                      if isinstance(g, tf.IndexedSlices) else v)
         return out
-
-
-def _scale(grad, scale):
-    if isinstance(grad, tf.IndexedSlices):
-        return tf.IndexedSlices(grad.values * tf.cast(scale, grad.values.dtype), grad.indices,
-                                grad.dense_shape)
-    return grad * tf.cast(scale, grad.dtype)
 
 
 class _FusedAdamW:
@@ -143,7 +139,7 @@ class _FusedAdamW:
             beta1_power=tf.pow(beta_1, step), beta2_power=tf.pow(beta_2, step),
             lr=tf.cast(learning_rate, tf.float32), beta1=beta_1, beta2=beta_2,
             epsilon=tf.cast(self.epsilon, tf.float32),
-            grad=tf.convert_to_tensor(tf.cast(gradient, tf.float32)))
+            grad=_dense(gradient, variable))
 
     def _apply_weight_decay(self, variables):
         if self.weight_decay is None:
@@ -165,6 +161,15 @@ class _FusedAdamW:
 
         tf.__internal__.distribute.interim.maybe_merge_call(
             decay, tf.distribute.get_strategy(), fused)
+
+
+def _dense(gradient, variable):
+    """The gradient as a dense float32 Tensor; an IndexedSlices' rows are summed per
+    index, with the variable's static row count (XLA needs it constant)."""
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.math.unsorted_segment_sum(tf.cast(gradient.values, tf.float32),
+                                            gradient.indices, variable.shape[0])
+    return tf.cast(gradient, tf.float32)
 
 
 def _tf_variable(variable):
