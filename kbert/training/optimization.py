@@ -149,11 +149,12 @@ class _FusedAdamW:
         super()._apply_weight_decay([v for v in variables if not self._fused(v)])
 
         def decay(distribution, fused):
+            factor = 1.0 - (tf.cast(self.learning_rate, tf.float32)
+                            * tf.cast(self.weight_decay, tf.float32))
+
             def fn(var):
                 # One pass (the product's buffer becomes the variable's), where
                 # Keras' var - var * wd * lr takes three.
-                factor = 1.0 - (tf.cast(self.learning_rate, tf.float32)
-                                * tf.cast(self.weight_decay, tf.float32))
                 var.assign(var * factor)
 
             for variable in fused:
@@ -161,7 +162,7 @@ class _FusedAdamW:
                     distribution.extended.update(_tf_variable(variable), fn, group=False)
 
         tf.__internal__.distribute.interim.maybe_merge_call(
-            decay, tf.distribute.get_strategy(), fused)
+            decay, self._distribution_strategy, fused)
 
 
 def _tf_variable(variable):
