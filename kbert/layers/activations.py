@@ -24,7 +24,7 @@ def gelu(x):
     """Exact GELU, x * Phi(x) with the erf (Hendrycks & Gimpel, 2016); Hugging Face's "gelu".
 
     Values are those of `keras.ops.gelu(x, approximate=False)`; the gradient is
-    written out (Phi(x) + x phi(x), reusing the forward Phi), which takes a quarter
+    written out (Phi(x) + x phi(x), reusing the forward Phi), which takes a fifth
     less time than differentiating the erf expression op by op.
     """
     return _gelu_erf(tf.convert_to_tensor(x))
