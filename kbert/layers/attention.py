@@ -86,7 +86,8 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         return ops.reshape(context, (b, t, self.hidden_size))  # (B, T, H)
 
     def compute_output_spec(self, x, attention_bias=None, training=None, output_range=None):
-        return keras.KerasTensor(_output_shape(x.shape, output_range), dtype=self.compute_dtype)
+        return keras.KerasTensor(sequence_output_shape(x.shape, output_range),
+                                 dtype=self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
@@ -94,7 +95,7 @@ class MultiHeadSelfAttention(keras.layers.Layer):
                 "initializer_range": self.initializer_range}
 
 
-def _output_shape(x_shape, output_range=None):
+def sequence_output_shape(x_shape, output_range=None):
     """[B, T, H], or [B, min(T, R), H] when only the first R positions are computed."""
     batch, length, width = x_shape
     if output_range is not None:

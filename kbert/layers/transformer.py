@@ -3,7 +3,7 @@
 import keras
 
 from kbert.layers.activations import get_activation, truncated_normal
-from kbert.layers.attention import MultiHeadSelfAttention, _output_shape
+from kbert.layers.attention import MultiHeadSelfAttention, sequence_output_shape
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -87,7 +87,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         return self.output_layer_norm(x + ffn)
 
     def compute_output_spec(self, x, attention_bias=None, training=None, output_range=None):
-        return keras.KerasTensor(_output_shape(x.shape, output_range), dtype=self.compute_dtype)
+        return keras.KerasTensor(sequence_output_shape(x.shape, output_range),
+                                 dtype=self.compute_dtype)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
