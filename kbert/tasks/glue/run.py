@@ -63,9 +63,14 @@ def label_array(task: GlueTask, examples) -> np.ndarray:
     return np.array([ids[e.label] for e in examples], np.int32)
 
 
-def predict(model, task: GlueTask, inputs, batch_size: int):
-    """Label strings (classification) or floats (regression) for encoded inputs."""
-    out = model.predict(inputs, batch_size=batch_size, verbose=0)
+def predict(model, task: GlueTask, inputs, batch_size: int, trim: int = 0):
+    """Label strings (classification) or floats (regression) for encoded inputs, in
+    their order; with `trim`, each batch's trailing padding is cut first
+    (`training.trim_padding`)."""
+    data = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)
+    if trim:
+        data = data.map(lambda x: training.trim_padding(x, trim))
+    out = model.predict(data, verbose=0)
     if task.is_regression:
         return [float(x) for x in np.reshape(out["score"], [-1])]
     return [task.labels[i] for i in np.argmax(out["logits"], axis=-1)]
@@ -121,7 +126,8 @@ def predict_ax(args) -> dict:
                 else load_dataset(ax, "test", None))
     inputs = encode(ax, tokenizer, examples, settings["seq_length"])
     path = os.path.join(args.output_dir, "AX.tsv")
-    write_submission(path, ax, examples, predict(model, ax, inputs, args.predict_batch_size))
+    write_submission(path, ax, examples, predict(model, ax, inputs, args.predict_batch_size,
+                                                 args.trim_padding))
     logger.info("wrote %s (%d rows)", path, len(examples))
     return {"ax_rows": len(examples)}
 
@@ -132,6 +138,10 @@ def run(args) -> dict:
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     task = get_task(args.task)
+    if args.trim_padding and isinstance(runtime.strategy, tf.distribute.TPUStrategy):
+        logger.info("TPU: batches keep max_seq_length=%d (no --trim_padding)",
+                    args.max_seq_length)
+        args.trim_padding = 0
     if task.name == "ax":
         return predict_ax(args)
     if not args.data_dir and not args.tfds:
@@ -157,8 +167,9 @@ def run(args) -> dict:
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
         max(1, int(args.num_train_epochs * len(train) / batch)), args.steps_per_loop)
+    trim = args.trim_padding
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
-                                     training=True, seed=args.seed)
+                                     training=True, seed=args.seed, trim=trim)
     if task.is_regression:
         loss, metrics = {"score": keras.losses.MeanSquaredError()}, None
     else:
@@ -171,12 +182,13 @@ def run(args) -> dict:
         loss, metrics)
     training.fit(model, data, total_steps, steps_per_loop,
                  checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
-                 examples_per_step=batch, tokens_per_step=batch * seq, verbose=2)
+                 examples_per_step=batch, tokens_per_step=None if trim else batch * seq,
+                 verbose=2)
 
     results = {}
     for split, examples in dev.items():
         predictions = predict(model, task, encode(task, tokenizer, examples, seq),
-                              args.predict_batch_size)
+                              args.predict_batch_size, trim)
         metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
         suffix = "" if split in ("dev", "dev_matched") else "_mm"
         results.update({f"{k}{suffix}": v for k, v in metrics_.items()})
@@ -184,7 +196,7 @@ def run(args) -> dict:
     for split, examples in test.items():
         path = os.path.join(args.output_dir, task.submission[split])
         write_submission(path, task, examples, predict(
-            model, task, encode(task, tokenizer, examples, seq), args.predict_batch_size))
+            model, task, encode(task, tokenizer, examples, seq), args.predict_batch_size, trim))
         logger.info("wrote %s (%d rows)", path, len(examples))
     settings = dict(labels=list(task.labels) if task.labels else None, pair=task.is_pair,
                     seq_length=seq, regression=task.is_regression)
