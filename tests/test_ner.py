@@ -140,7 +140,7 @@ def conll_files(tmp_path_factory):
 
 
 SMALL = ["--max_seq_length", "32", "--num_train_epochs", "4", "--vocab_size", "300",
-         "--steps_per_loop", "100"]
+         "--steps_per_loop", "100", "--trim_padding", "8"]
 
 
 @pytest.fixture(scope="module")
@@ -170,6 +170,52 @@ def test_feature_mode_learns_synthetic_ner(conll_files, tmp_path):
                      *SMALL[4:]]) == 0
     results = json.loads((tmp_path / "eval_results.json").read_text())
     assert results["dev"]["f1"] >= 90, results
+
+
+@pytest.mark.parametrize("mode", ["finetune", "feature"])
+def test_trimmed_batches_give_the_same_token_loss_and_gradients(mode):
+    """Cutting the padding every window of a batch has (and its -1 labels) changes
+    neither the loss nor any gradient, in both modes (the BiLSTM reads a mask)."""
+    import keras
+    import tensorflow as tf
+
+    import kbert
+    from kbert import training
+
+    keras.utils.set_random_seed(0)
+    cfg = kbert.BertConfig(vocab_size=40, hidden_size=16, num_layers=2, num_heads=2,
+                           intermediate_size=24, max_position_embeddings=64, dropout=0.0,
+                           attention_dropout=0.0)
+    model = ner.build_model(kbert.BertEncoder(cfg), 5, mode, "scalar_mix", lstm_units=8,
+                            dropout=0.0)
+    rng = np.random.default_rng(0)
+    lengths = np.array([9, 3, 14, 6])
+    mask = (np.arange(64)[None] < lengths[:, None]).astype("int32")
+    x = {"token_ids": rng.integers(5, 40, (4, 64)).astype("int32") * mask,
+         "segment_ids": np.zeros((4, 64), "int32"), "padding_mask": mask}
+    labels = np.where(mask == 1, rng.integers(0, 5, (4, 64)), -1).astype("int32")
+    labels[:, 0] = -1  # [CLS]
+    full = tf.data.Dataset.from_tensor_slices((x, {"logits": labels}))
+    cut_x, cut_y = next(iter(training.finalize_dataset(full, 4, training=False, trim=8,
+                                                      trim_labels=True)))
+    assert cut_x["token_ids"].shape == (4, 16) and cut_y["logits"].shape == (4, 16)
+    loss = ner.ner_loss()
+
+    def loss_and_gradients(inputs, y):
+        with tf.GradientTape() as tape:
+            value = loss(y, model(inputs, training=True)["logits"])
+        return value, tape.gradient(value, model.trainable_variables)
+
+    want, want_grads = loss_and_gradients(x, labels)
+    got, got_grads = loss_and_gradients(cut_x, cut_y["logits"])
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert sum(g is not None for g in got_grads) > 2
+    for v, a, b in zip(model.trainable_variables, got_grads, want_grads):
+        assert (a is None) == (b is None), v.path
+        if a is None:  # the pooler, unused by a token classifier
+            continue
+        np.testing.assert_allclose(tf.convert_to_tensor(a), tf.convert_to_tensor(b),
+                                   rtol=1e-4, atol=1e-6, err_msg=v.path)
 
 
 HARD = ["Chen Wang flew to São Paulo on Monday .", "Reuters said Olga will visit Zürich.",

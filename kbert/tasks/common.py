@@ -4,11 +4,15 @@ tokenizer and encoder from `--init_from` or from scratch."""
 from __future__ import annotations
 
 import argparse
+import logging
 
 import numpy as np
+import tensorflow as tf
 
 from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
 from kbert.models.bert.encoder import init_sinusoidal_positions
+
+logger = logging.getLogger(__name__)
 
 
 def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: int,
@@ -33,12 +37,19 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
 
 
 def add_training_flags(group, *, learning_rate, epochs, output_dir: str, export_help: str,
-                       batch_size: int = 32, seq_help: str | None = None) -> None:
+                       batch_size: int = 32, seq_help: str | None = None,
+                       trim_padding: bool = False) -> None:
     """Batch sizes, schedule, checkpoints, output and export folders, seed. With
     `learning_rate=None` the command defines --learning_rate and --num_train_epochs;
-    with `seq_help`, --max_seq_length (default 128) is added too."""
+    with `seq_help`, --max_seq_length (default 128) is added too; with `trim_padding`,
+    --trim_padding (see `trim_multiple`)."""
     if seq_help:
         group.add_argument("--max_seq_length", type=int, default=128, help=seq_help)
+    if trim_padding:
+        group.add_argument("--trim_padding", type=int, default=32, metavar="N",
+                           help="cut each batch's trailing padding to a multiple of N tokens "
+                                "(same results, less work on short texts; 0: every batch "
+                                "at max_seq_length; always 0 on TPU)")
     group.add_argument("--train_batch_size", type=int, default=batch_size,
                        help="global batch size")
     group.add_argument("--predict_batch_size", type=int, default=64,
@@ -56,6 +67,15 @@ def add_training_flags(group, *, learning_rate, epochs, output_dir: str, export_
     group.add_argument("--export_dir", default=None, help=export_help)
     group.add_argument("--seed", type=int, default=0,
                        help="seed for initialization and shuffling")
+
+
+def trim_multiple(args, strategy) -> int:
+    """--trim_padding, or 0 under a TPU strategy (TPUs want one batch shape)."""
+    if args.trim_padding and isinstance(strategy, tf.distribute.TPUStrategy):
+        logger.info("TPU: batches keep max_seq_length=%d (--trim_padding is off)",
+                    args.max_seq_length)
+        return 0
+    return args.trim_padding
 
 
 def build_tokenizer(args, texts, default_lowercase: bool = True) -> BertTokenizer:

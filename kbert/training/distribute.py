@@ -98,17 +98,23 @@ def trim_padding(features: dict, multiple: int = 32) -> dict:
     return {k: v[:, :length] if k in ENCODER_INPUTS else v for k, v in features.items()}
 
 
-def _trim_element(multiple: int):
+def _trim_element(multiple: int, labels: bool):
     def trim(*element):
+        features = trim_padding(element[0], multiple)
         if len(element) == 1:
-            return trim_padding(element[0], multiple)
-        return (trim_padding(element[0], multiple),) + element[1:]
+            return features
+        rest = element[1:]
+        if labels:
+            length = tf.shape(features["padding_mask"])[1]
+            rest = tf.nest.map_structure(lambda t: t[:, :length], rest)
+        return (features,) + rest
     return trim
 
 
 def finalize_dataset(ds: tf.data.Dataset, global_batch_size: int, training: bool,
                      shuffle_buffer: int = 10_000, seed: int | None = None,
-                     repeat: bool | None = None, trim: int = 0) -> tf.data.Dataset:
+                     repeat: bool | None = None, trim: int = 0,
+                     trim_labels: bool = False) -> tf.data.Dataset:
     """Batches a dataset of fixed-shape examples for any strategy, TPUs included.
 
     With a `seed`, the batch sequence is the same for every iterator and process, so
@@ -122,7 +128,9 @@ def finalize_dataset(ds: tf.data.Dataset, global_batch_size: int, training: bool
 
     With `trim` > 0, each batch's trailing padding is cut to a multiple of `trim`
     tokens (`trim_padding`; elements are `features` or `(features, labels, ...)`):
-    fewer shapes than steps, but not one, so leave it 0 on TPUs.
+    fewer shapes than steps, but not one, so leave it 0 on TPUs. With `trim_labels`,
+    every label tensor is per token (`[batch, seq, ...]`) and is cut alike; its
+    padded positions must be ones the loss ignores.
     """
     repeat = training if repeat is None else repeat
     if training and seed is not None:
@@ -138,7 +146,7 @@ def finalize_dataset(ds: tf.data.Dataset, global_batch_size: int, training: bool
         ds = ds.repeat()
     ds = ds.batch(global_batch_size, drop_remainder=training)
     if trim:
-        ds = ds.map(_trim_element(trim), num_parallel_calls=tf.data.AUTOTUNE,
+        ds = ds.map(_trim_element(trim, trim_labels), num_parallel_calls=tf.data.AUTOTUNE,
                     deterministic=True)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA

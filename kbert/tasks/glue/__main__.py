@@ -43,11 +43,8 @@ def _parser() -> argparse.ArgumentParser:
     train = p.add_argument_group("training (run_classifier.py defaults)")
     add_training_flags(train, learning_rate=2e-5, epochs=3.0, output_dir="runs/glue",
                        export_help="also export a classifier SavedModel for TF Serving here",
-                       seq_help="tokens per example; longer ones are cut, with a warning")
-    train.add_argument("--trim_padding", type=int, default=32, metavar="N",
-                       help="cut each batch's trailing padding to a multiple of N tokens "
-                            "(same results, less work on short texts; 0: every batch at "
-                            "max_seq_length; always 0 on TPU)")
+                       seq_help="tokens per example; longer ones are cut, with a warning",
+                       trim_padding=True)
     add_runtime_flags(p)
     return p
 

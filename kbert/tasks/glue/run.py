@@ -15,7 +15,7 @@ from kbert import training
 from kbert.export import export_classifier
 from kbert.export.folder import load_task_folder, save_task_folder
 from kbert.io import atomic_file
-from kbert.tasks.common import build_encoder, build_tokenizer
+from kbert.tasks.common import build_encoder, build_tokenizer, trim_multiple
 from kbert.tasks.glue.data import load_dataset
 from kbert.tasks.glue.metrics import compute_metrics
 from kbert.tasks.glue.model import build_classifier
@@ -138,10 +138,7 @@ def run(args) -> dict:
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     task = get_task(args.task)
-    if args.trim_padding and isinstance(runtime.strategy, tf.distribute.TPUStrategy):
-        logger.info("TPU: batches keep max_seq_length=%d (no --trim_padding)",
-                    args.max_seq_length)
-        args.trim_padding = 0
+    args.trim_padding = trim_multiple(args, runtime.strategy)
     if task.name == "ax":
         return predict_ax(args)
     if not args.data_dir and not args.tfds:

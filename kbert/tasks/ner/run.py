@@ -13,7 +13,7 @@ import tensorflow as tf
 from kbert import training
 from kbert.export.folder import save_task_folder
 from kbert.io import atomic_file
-from kbert.tasks.common import build_encoder, build_tokenizer
+from kbert.tasks.common import build_encoder, build_tokenizer, trim_multiple
 from kbert.tasks.ner.data import labels_of, load_tfds, read_conll
 from kbert.tasks.ner.evaluate import evaluate
 from kbert.tasks.ner.features import convert_sentences, word_predictions
@@ -71,7 +71,10 @@ def run(args) -> dict:
     total_steps, steps_per_loop = training.whole_loops(
         max(1, int(args.num_train_epochs * n_windows / batch)), args.steps_per_loop)
     ds = tf.data.Dataset.from_tensor_slices((features.inputs(), {"logits": features.labels}))
-    ds = training.finalize_dataset(ds, batch, training=True, seed=args.seed)
+    # Padded pieces carry label -1, which the loss ignores: cutting them is the same loss.
+    trim = trim_multiple(args, runtime.strategy)
+    ds = training.finalize_dataset(ds, batch, training=True, seed=args.seed, trim=trim,
+                                   trim_labels=True)
     model = runtime.build(
         lambda: build_model(build_encoder(args, tokenizer, DEMO_CONFIG), labels, args.mode,
                             args.layers, args.lstm_units),
@@ -80,7 +83,8 @@ def run(args) -> dict:
         {"logits": ner_loss()})
     training.fit(model, ds, total_steps, steps_per_loop,
                  checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
-                 examples_per_step=batch, tokens_per_step=batch * seq, verbose=2)
+                 examples_per_step=batch, tokens_per_step=None if trim else batch * seq,
+                 verbose=2)
     results = {}
     for split in ("dev", "test"):
         if split not in data:
