@@ -9,5 +9,6 @@ from kbert.training.precision import set_precision
 from kbert.training.runtime import Runtime, add_runtime_flags
 
 __all__ = ["ENCODER_INPUTS", "NO_DECAY_NAMES", "AdamW", "Lamb", "STRATEGIES", "Throughput",
-           "WarmupLinearDecay", "compile_model", "create_optimizer", "finalize_dataset", "fit", "latest_step", "resolve_strategy",
-           "Runtime", "add_runtime_flags", "set_precision", "trim_padding", "whole_loops"]
+           "WarmupLinearDecay", "compile_model", "create_optimizer", "finalize_dataset", "fit",
+           "latest_step", "resolve_strategy", "Runtime", "add_runtime_flags", "set_precision",
+           "trim_padding", "whole_loops"]

@@ -138,7 +138,7 @@ def run(args) -> dict:
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     task = get_task(args.task)
-    args.trim_padding = trim_multiple(args, runtime.strategy)
+    trim = args.trim_padding = trim_multiple(args, runtime.strategy)  # predict_ax reads it
     if task.name == "ax":
         return predict_ax(args)
     if not args.data_dir and not args.tfds:
@@ -164,7 +164,6 @@ def run(args) -> dict:
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
         max(1, int(args.num_train_epochs * len(train) / batch)), args.steps_per_loop)
-    trim = args.trim_padding
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
                                      training=True, seed=args.seed, trim=trim)
     if task.is_regression:
