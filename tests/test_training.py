@@ -22,15 +22,18 @@ SCRIPT = os.path.join(os.path.dirname(__file__), "train_script.py")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _train_losses(strategy, steps=6, jit=False, batch=16, dropout=0.0):
+def _train_losses(strategy, steps=6, jit=False, batch=16, dropout=0.0, examples=None,
+                  trim=0):
     """Per-step training losses of the tiny BERT classifier under `strategy`."""
     keras.utils.set_random_seed(0)
+    examples = train_script.examples() if examples is None else examples
     with strategy.scope():
-        model = train_script.build(dropout)
+        model = train_script.build(dropout, max_positions=examples.element_spec[0][
+            "token_ids"].shape[0])
         training.compile_model(
             model, training.create_optimizer(1e-3, steps, 2),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True), jit_compile=jit)
-    data = training.finalize_dataset(train_script.examples(), batch, training=True, seed=0)
+    data = training.finalize_dataset(examples, batch, training=True, seed=0, trim=trim)
     losses = []
 
     class Record(keras.callbacks.Callback):
@@ -46,6 +49,7 @@ def _train_losses(strategy, steps=6, jit=False, batch=16, dropout=0.0):
 def test_resolve_strategy_names():
     assert isinstance(training.resolve_strategy("cpu"), tf.distribute.OneDeviceStrategy)
     mirrored = training.resolve_strategy("mirrored")
+    assert training.resolve_strategy("mirrored") is mirrored  # one per process
     assert isinstance(mirrored, tf.distribute.MirroredStrategy)
     assert mirrored.num_replicas_in_sync == 2  # the two logical CPUs of conftest
     assert training.resolve_strategy("auto") is tf.distribute.get_strategy()
@@ -85,6 +89,42 @@ def test_mirrored_two_replicas_follows_default_strategy(monkeypatch):
     # Later steps differ in the last bits (the all-reduce sums in another order), and
     # Adam's early updates (about lr * sign(g)) enlarge that a little.
     np.testing.assert_allclose(mirrored, default, rtol=1e-3)
+
+
+def test_trimmed_batches_train_as_padded_ones_also_on_two_replicas():
+    """Six steps on batches cut to their longest row lose as on the padded batches, on
+    one replica and on two (which share each cut batch)."""
+    lengths = np.random.default_rng(1).integers(2, 20, 256)
+    lengths[::24] = 60
+    x = _padded_batch(lengths, seq=64)
+    y = (x["token_ids"][:, 1] > 25).astype("int32")
+    examples = tf.data.Dataset.from_tensor_slices((x, y))
+    padded, _ = _train_losses(tf.distribute.get_strategy(), examples=examples)
+    trimmed, _ = _train_losses(tf.distribute.get_strategy(), examples=examples, trim=16)
+    np.testing.assert_allclose(trimmed, padded, rtol=1e-5)
+    # Another model (another size) after the first one under the same process's
+    # MirroredStrategy: a fresh MirroredStrategy would fail here (TF #62790).
+    _train_losses(training.resolve_strategy("mirrored"), steps=2)
+    mirrored, _ = _train_losses(training.resolve_strategy("mirrored"), examples=examples,
+                                trim=16)
+    np.testing.assert_allclose(mirrored[:2], trimmed[:2], rtol=1e-6)
+    np.testing.assert_allclose(mirrored, trimmed, rtol=1e-3)
+
+
+def test_task_commands_trim_except_on_tpu_and_multi_worker(caplog):
+    import argparse
+
+    from kbert.tasks.common import trim_multiple
+
+    args = argparse.Namespace(trim_padding=16, max_seq_length=64)
+    assert trim_multiple(args, tf.distribute.get_strategy()) == 16
+    assert trim_multiple(args, training.resolve_strategy("mirrored")) == 16
+    multi_worker = tf.distribute.MultiWorkerMirroredStrategy.__new__(
+        tf.distribute.MultiWorkerMirroredStrategy)  # the type is what is checked
+    with caplog.at_level("INFO"):
+        assert trim_multiple(args, multi_worker) == 0
+    assert "multi_worker: batches keep max_seq_length=64" in caplog.text
+    assert trim_multiple(argparse.Namespace(trim_padding=0), multi_worker) == 0
 
 
 def _free_ports(n):

@@ -70,9 +70,14 @@ def add_training_flags(group, *, learning_rate, epochs, output_dir: str, export_
 
 
 def trim_multiple(args, strategy) -> int:
-    """--trim_padding, or 0 under a TPU strategy (TPUs want one batch shape)."""
-    if args.trim_padding and isinstance(strategy, tf.distribute.TPUStrategy):
-        logger.info("TPU: batches keep max_seq_length=%d (--trim_padding is off)",
+    """--trim_padding, or 0 on a TPU (it wants one batch shape) and with several
+    workers (each would cut its own batches to other lengths than the others')."""
+    if not args.trim_padding:
+        return 0
+    where = ("TPU" if isinstance(strategy, tf.distribute.TPUStrategy) else "multi_worker"
+             if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) else None)
+    if where:
+        logger.info("%s: batches keep max_seq_length=%d (--trim_padding is off)", where,
                     args.max_seq_length)
         return 0
     return args.trim_padding

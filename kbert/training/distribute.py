@@ -24,17 +24,37 @@ def resolve_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribut
         tpu: TPU address for `TPUClusterResolver` (`grpc://...`, a TPU name, or "local").
 
     Call it at program start: `multi_worker` and `tpu` configure the TensorFlow
-    runtime, which must happen before any other TensorFlow op runs.
+    runtime, which must happen before any other TensorFlow op runs. A process gets
+    one strategy per name and device set: a second call returns the first one's
+    strategy, because a second MirroredStrategy in the same process restarts the
+    collective keys, and training another model with it fails with "Shape mismatch in
+    the collective instance 100" (tensorflow/tensorflow#62790): a notebook or a loop
+    over models would hit it.
 
     Raises:
         ValueError: an unknown name, or a device the strategy needs is absent.
     """
     if name not in STRATEGIES:
         raise ValueError(f"--strategy={name!r}: choose one of {', '.join(STRATEGIES)}")
+    if name == "auto":  # a concrete name, so that "auto" and "mirrored" share one
+        if tpu:
+            name = "tpu"
+        elif len(tf.config.list_logical_devices("GPU")) > 1:
+            name = "mirrored"
+        else:
+            return tf.distribute.get_strategy()
+    key = (name, tpu if name == "tpu" else None)
+    if key not in _RESOLVED:
+        _RESOLVED[key] = _new_strategy(name, tpu)
+    return _RESOLVED[key]
+
+
+_RESOLVED: dict = {}
+
+
+def _new_strategy(name: str, tpu: str | None) -> tf.distribute.Strategy:
     # multi_worker and tpu come first: they configure the runtime, which fails once
     # anything (even listing devices) has initialized it.
-    if name == "auto" and tpu:
-        name = "tpu"
     if name == "multi_worker":
         if "TF_CONFIG" not in os.environ:
             raise ValueError("--strategy=multi_worker needs TF_CONFIG (cluster and task) "
@@ -49,11 +69,6 @@ def resolve_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribut
     if name == "tpu":
         return _tpu_strategy(tpu)
     gpus = tf.config.list_logical_devices("GPU")
-    if name == "auto":
-        if len(gpus) > 1:
-            name = "mirrored"
-        else:
-            return tf.distribute.get_strategy()
     if name == "cpu":
         return tf.distribute.OneDeviceStrategy("/cpu:0")
     if name == "gpu":
@@ -85,7 +100,8 @@ def trim_padding(features: dict, multiple: int = 32) -> dict:
     the padding sits, and for a sentence-level output the result is the same function:
     padded positions are masked out of attention and are never read by [CLS]; learned
     positions are absolute, so the kept ones keep their embeddings. Batches come in up
-    to seq / multiple shapes, so this is for CPUs and GPUs; TPUs want the one shape.
+    to seq / multiple shapes, so this is for CPUs and GPUs; TPUs want the one shape
+    (and see `finalize_dataset` for several workers).
     """
     if multiple < 1:
         raise ValueError(f"trim_padding: multiple={multiple} must be at least 1")
@@ -128,7 +144,10 @@ def finalize_dataset(ds: tf.data.Dataset, global_batch_size: int, training: bool
 
     With `trim` > 0, each batch's trailing padding is cut to a multiple of `trim`
     tokens (`trim_padding`; elements are `features` or `(features, labels, ...)`):
-    fewer shapes than steps, but not one, so leave it 0 on TPUs. With `trim_labels`,
+    fewer shapes than steps, but not one, so leave it 0 on TPUs. The replicas of one
+    worker share each cut batch; several workers cut their own batches to different
+    lengths, which embedding-gradient all-gathers do not take: leave it 0 there too.
+    With `trim_labels`,
     every label tensor is per token (`[batch, seq, ...]`) and is cut alike; its
     padded positions must be ones the loss ignores.
     """
