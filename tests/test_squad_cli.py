@@ -41,7 +41,7 @@ def test_evaluate_command(tmp_path):
     assert result["exact_match"] == pytest.approx(100 * (len(qas) - 1) / len(qas))
 
 
-def test_small_end_to_end_run(tmp_path, capsys):
+def test_small_end_to_end_run(tmp_path, capsys, recwarn):
     assert cli.main(["--output_dir", str(tmp_path), "--sample_paragraphs", "24",
                      "--num_train_epochs", "1", "--max_seq_length", "64",
                      "--doc_stride", "32", "--steps_per_loop", "5"]) == 0
@@ -63,6 +63,8 @@ def test_small_end_to_end_run(tmp_path, capsys):
 
     model = keras.models.load_model(tmp_path / "model.keras")
     assert set(model.output) == {"start_logits", "end_logits"}
+    # The span head does not read the pooler, which is frozen: no missing gradients.
+    assert not [w for w in recwarn if "Gradients do not exist" in str(w.message)]
 
 
 def test_bad_input_fails_before_training(tmp_path):

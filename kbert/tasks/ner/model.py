@@ -49,8 +49,8 @@ def build_model(encoder, labels, mode: str = "finetune", layers: str = "concat_l
 
     Args:
         labels: the label list (or its length).
-        mode: "finetune" trains the encoder with a dense softmax layer on
-            `sequence_output`; "feature" freezes the encoder and feeds the chosen
+        mode: "finetune" trains the encoder (all but its pooler, which a token head
+            does not read) with a dense softmax layer on `sequence_output`; "feature" freezes the encoder and feeds the chosen
             `layers` to a 2-layer BiLSTM (`lstm_units` per direction) and a dense layer.
         layers: feature mode: "last", "sum_last4", "concat_last4" (the paper's best),
             "sum_all", "scalar_mix" (learned ELMo-style weights), "embeddings",
@@ -65,6 +65,9 @@ def build_model(encoder, labels, mode: str = "finetune", layers: str = "concat_l
     inputs = encoder.input
     init = truncated_normal(encoder.config.initializer_range)
     if mode == "finetune":
+        # A token head never reads the pooler, so it gets no gradient (as in the
+        # original); frozen, it keeps its weights and Keras does not warn each run.
+        encoder.pooler.trainable = False
         x = encoder(inputs)["sequence_output"]
     elif mode == "feature":
         encoder.trainable = False

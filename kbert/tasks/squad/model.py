@@ -42,7 +42,11 @@ class SpanHead(keras.layers.Layer):
 
 
 def build_model(encoder) -> keras.Model:
-    """A span model on any BertEncoder: encoder inputs -> {"start_logits", "end_logits"}."""
+    """A span model on any BertEncoder: encoder inputs -> {"start_logits", "end_logits"}.
+
+    The span head reads the sequence output only; the pooler, which would get no
+    gradient, is frozen (its weights are kept and saved)."""
+    encoder.pooler.trainable = False
     inputs = encoder.input
     start, end = SpanHead(encoder.config.initializer_range, name="span_head")(
         encoder(inputs)["sequence_output"])
