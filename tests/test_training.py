@@ -272,7 +272,8 @@ def test_trimmed_batches_give_the_same_outputs_and_gradients():
 
 
 def test_trimmed_dataset_trains_with_xla():
-    """Batches of several lengths through one compiled `fit` (XLA compiles each shape)."""
+    """Batches of several lengths through one compiled `fit`, several steps per call
+    (XLA compiles each shape)."""
     lengths = np.random.default_rng(0).integers(1, 30, 64)
     lengths[::16] = 100  # a few batches hold a long row
     x = _padded_batch(lengths, seq=128)
@@ -284,7 +285,7 @@ def test_trimmed_dataset_trains_with_xla():
     model = train_script.build(0.1, max_positions=128)
     training.compile_model(model, training.create_optimizer(1e-3, 8),
                            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                           jit_compile=True)
+                           jit_compile=True, steps_per_execution=4)
     history = model.fit(data, steps_per_epoch=8, epochs=1, verbose=0, shuffle=False)
     assert model.jit_compile and np.isfinite(history.history["loss"]).all()
 
