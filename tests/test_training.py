@@ -242,6 +242,9 @@ def test_trim_padding_cuts_only_padding_every_row_has(lengths, kept):
     assert training.trim_padding(holed, 32)["padding_mask"].shape == (2, 128)
     with pytest.raises(ValueError, match="multiple=0"):
         training.trim_padding(x, 0)
+    # The throughput log's tokens per batch are real ones: the mean row length x batch.
+    assert training.real_tokens_per_batch(x["padding_mask"], 8) == pytest.approx(
+        np.mean(lengths) * 8)
 
 
 def test_trimmed_batches_give_the_same_outputs_and_gradients():

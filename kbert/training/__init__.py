@@ -1,7 +1,7 @@
 """Training runtime: strategies, precision, optimizers, resumable fit."""
 
 from kbert.training.distribute import (ENCODER_INPUTS, STRATEGIES, finalize_dataset,
-                                      resolve_strategy, trim_padding)
+                                      real_tokens_per_batch, resolve_strategy, trim_padding)
 from kbert.training.loop import Throughput, compile_model, fit, latest_step, whole_loops
 from kbert.training.optimization import (NO_DECAY_NAMES, AdamW, Lamb, WarmupLinearDecay,
                                         create_optimizer)
@@ -10,5 +10,5 @@ from kbert.training.runtime import Runtime, add_runtime_flags
 
 __all__ = ["ENCODER_INPUTS", "NO_DECAY_NAMES", "AdamW", "Lamb", "STRATEGIES", "Throughput",
            "WarmupLinearDecay", "compile_model", "create_optimizer", "finalize_dataset", "fit",
-           "latest_step", "resolve_strategy", "Runtime", "add_runtime_flags", "set_precision",
+           "latest_step", "real_tokens_per_batch", "resolve_strategy", "Runtime", "add_runtime_flags", "set_precision",
            "trim_padding", "whole_loops"]

@@ -46,7 +46,7 @@ def compile_model(model: keras.Model, optimizer, loss, metrics=None, jit_compile
 class Throughput(keras.callbacks.Callback):
     """Logs examples/s and tokens/s every `every` steps (and puts them in `logs`)."""
 
-    def __init__(self, examples_per_step: int, tokens_per_step: int | None = None,
+    def __init__(self, examples_per_step: int, tokens_per_step: float | None = None,
                  every: int = 100):
         super().__init__()
         self.examples_per_step = examples_per_step
@@ -100,7 +100,7 @@ def whole_loops(total_steps: int, steps_per_loop: int) -> tuple[int, int]:
 def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         steps_per_loop: int = 100, checkpoint_dir: str | None = None, keep_checkpoints: int = 3,
         validation_data=None, tensorboard_dir: str | None = None,
-        examples_per_step: int | None = None, tokens_per_step: int | None = None,
+        examples_per_step: int | None = None, tokens_per_step: float | None = None,
         callbacks=(), verbose: int | str = "auto") -> keras.callbacks.History | None:
     """Trains a compiled model for `total_steps` batches of an endless dataset.
 
@@ -119,7 +119,8 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         total_steps: batches to train on, in all (micro-batches with accumulation);
             rounded up to a whole number of loops.
         steps_per_loop: steps between checkpoints and validation runs.
-        examples_per_step, tokens_per_step: for the throughput log.
+        examples_per_step, tokens_per_step: for the throughput log (kbert's task
+            commands count real tokens, padding left out, as an average per batch).
 
     Returns:
         The Keras History of this run, or None when the run was already complete.

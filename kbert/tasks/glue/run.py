@@ -178,7 +178,8 @@ def run(args) -> dict:
         loss, metrics)
     training.fit(model, data, total_steps, steps_per_loop,
                  checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
-                 examples_per_step=batch, tokens_per_step=None if trim else batch * seq,
+                 examples_per_step=batch,
+                 tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
                  verbose=2)
 
     results = {}

@@ -83,7 +83,8 @@ def run(args) -> dict:
         {"logits": ner_loss()})
     training.fit(model, ds, total_steps, steps_per_loop,
                  checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
-                 examples_per_step=batch, tokens_per_step=None if trim else batch * seq,
+                 examples_per_step=batch,
+                 tokens_per_step=training.real_tokens_per_batch(features.padding_mask, batch),
                  verbose=2)
     results = {}
     for split in ("dev", "test"):

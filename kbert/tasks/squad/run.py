@@ -116,7 +116,8 @@ def run(args) -> dict:
         losses, loss_weights=weights)
     training.fit(model, data, total_steps, steps_per_loop,
                  checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
-                 examples_per_step=batch, tokens_per_step=batch * args.max_seq_length,
+                 examples_per_step=batch,
+                 tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
                  verbose=2)
 
     dev_arrays = feature_arrays(dev_features)
