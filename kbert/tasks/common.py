@@ -49,7 +49,7 @@ def add_training_flags(group, *, learning_rate, epochs, output_dir: str, export_
         group.add_argument("--trim_padding", type=int, default=32, metavar="N",
                            help="cut each batch's trailing padding to a multiple of N tokens "
                                 "(same results, less work on short texts; 0: every batch "
-                                "at max_seq_length; always 0 on TPU)")
+                                "at max_seq_length; always 0 on TPU and multi_worker)")
     group.add_argument("--train_batch_size", type=int, default=batch_size,
                        help="global batch size")
     group.add_argument("--predict_batch_size", type=int, default=64,

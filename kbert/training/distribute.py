@@ -26,7 +26,7 @@ def resolve_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribut
 
     Call it at program start: `multi_worker` and `tpu` configure the TensorFlow
     runtime, which must happen before any other TensorFlow op runs. A process gets
-    one strategy per name and device set: a second call returns the first one's
+    one strategy per name (and TPU address): a second call returns the first one's
     strategy, because a second MirroredStrategy in the same process restarts the
     collective keys, and training another model with it fails with "Shape mismatch in
     the collective instance 100" (tensorflow/tensorflow#62790): a notebook or a loop

@@ -50,8 +50,9 @@ def build_model(encoder, labels, mode: str = "finetune", layers: str = "concat_l
     Args:
         labels: the label list (or its length).
         mode: "finetune" trains the encoder (all but its pooler, which a token head
-            does not read) with a dense softmax layer on `sequence_output`; "feature" freezes the encoder and feeds the chosen
-            `layers` to a 2-layer BiLSTM (`lstm_units` per direction) and a dense layer.
+            does not read) with a dense softmax layer on `sequence_output`; "feature"
+            freezes the encoder and feeds the chosen `layers` to a 2-layer BiLSTM
+            (`lstm_units` per direction) and a dense layer.
         layers: feature mode: "last", "sum_last4", "concat_last4" (the paper's best),
             "sum_all", "scalar_mix" (learned ELMo-style weights), "embeddings",
             "second_to_last".
