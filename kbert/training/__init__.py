@@ -10,5 +10,5 @@ from kbert.training.runtime import Runtime, add_runtime_flags
 
 __all__ = ["ENCODER_INPUTS", "NO_DECAY_NAMES", "AdamW", "Lamb", "STRATEGIES", "Throughput",
            "WarmupLinearDecay", "compile_model", "create_optimizer", "finalize_dataset", "fit",
-           "latest_step", "real_tokens_per_batch", "resolve_strategy", "Runtime", "add_runtime_flags", "set_precision",
-           "trim_padding", "whole_loops"]
+           "latest_step", "real_tokens_per_batch", "resolve_strategy", "Runtime",
+           "add_runtime_flags", "set_precision", "trim_padding", "whole_loops"]
