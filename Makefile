@@ -6,7 +6,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo demo-classifier test test-all bench clean
+.PHONY: demo demo-classifier test test-all bench clean refs
 
 $(VENV)/.base: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,9 +14,17 @@ $(VENV)/.base: setup.cfg pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
+# Reference wheels the parity tests import from without installing them (they pin other
+# TensorFlow versions): TF Model Garden's copies of the official SQuAD scripts.
+REFS := tf-models-official==2.20.0
+
 $(VENV)/.test: $(VENV)/.base
 	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip download -q --no-deps -d $(VENV)/refs $(REFS)
 	touch $@
+
+refs: $(VENV)/.base
+	$(PY) -m pip download -q --no-deps -d $(VENV)/refs $(REFS)
 
 # The main job on its embedded default: SQuAD on the bundled sample, trained, evaluated,
 # exported for TF Serving (runs/squad/serving/squad/1).

@@ -126,3 +126,89 @@ def test_reader_bad_input_names_file_line_and_question(tmp_path, caplog):
     assert "skipped 2 of 3 questions" in caplog.text
     with pytest.raises(ValueError, match="question id shifted"):
         squad.read_squad(data, strict=True)
+
+
+# Answers that normalize to no tokens: articles, punctuation, empty strings.
+EMPTY_AFTER_NORMALIZATION = ["the", "A", "an.", "", "!!", " the , a "]
+
+
+def test_v1_f1_of_answers_without_tokens_is_zero():
+    """evaluate-v1.1.py counts common tokens only: the pair ("the", "a") has exact
+    match 1 (both normalize to "") and F1 0."""
+    data = _data([{"id": "q1", "question": "Which?", "answers": [{"text": "the",
+                                                                   "answer_start": 0}]}])
+    assert squad.evaluate(data, {"q1": "a"}) == {"exact_match": 100.0, "f1": 0.0}
+    assert squad.evaluate(data, {"q1": ""}) == {"exact_match": 100.0, "f1": 0.0}
+    assert squad.f1("the", "a", "v1.1") == 0.0
+
+
+def test_v2_f1_of_answers_without_tokens_is_one_when_both_are_empty():
+    data = _data([{"id": "q1", "question": "Which?", "is_impossible": False,
+                   "answers": [{"text": "the", "answer_start": 0}]}], version="v2.0")
+    result = squad.evaluate(data, {"q1": "a"})
+    assert (result["exact"], result["f1"]) == (100.0, 100.0)
+    assert squad.f1("the", "a", "v2.0") == squad.f1("the", "a") == 1.0
+    assert squad.f1("the", "cat", "v2.0") == 0.0
+    with pytest.raises(ValueError, match="version='v3'"):
+        squad.f1("a", "b", "v3")
+
+
+def _generated(version: str, seed: int):
+    """Questions whose golds and predictions mix real words with answers that
+    normalize to nothing, so each script's F1 rule is exercised many times."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["cat", "the", "mat", "a", "Paris", "sat", "on", "an", "dog", ","]
+    pool = EMPTY_AFTER_NORMALIZATION + ["cat", "the cat", "on the mat", "Paris!",
+                                        "a dog sat", "mat mat"]
+
+    def phrase():
+        return rng.choice(pool) if rng.random() < 0.6 else " ".join(
+            rng.choice(words) for _ in range(rng.randint(1, 4)))
+
+    qas, preds, na = [], {}, {}
+    for i in range(300):
+        impossible = version == "v2.0" and rng.random() < 0.3
+        golds = [] if impossible else [phrase() for _ in range(rng.randint(1, 3))]
+        qa = {"id": f"q{i}", "question": "?",
+              "answers": [{"text": g, "answer_start": 0} for g in golds]}
+        if version == "v2.0":
+            qa["is_impossible"] = impossible
+        qas.append(qa)
+        preds[qa["id"]] = "" if rng.random() < 0.2 else phrase()
+        na[qa["id"]] = rng.random()
+    data = _data(qas, version=version if version == "v2.0" else None)
+    return data, preds, na
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("seed", [0, 1])
+def test_v1_equals_the_official_script(seed):
+    from references import squad_official
+
+    official = squad_official("v1.1")
+    data, preds, _ = _generated("v1.1", seed)
+    ours = squad.evaluate(data, preds)
+    theirs = official.evaluate(data["data"], preds)
+    assert ours["exact_match"] == pytest.approx(100 * theirs["exact_match"], abs=1e-9)
+    assert ours["f1"] == pytest.approx(100 * theirs["final_f1"], abs=1e-9)
+    # The generated answers hit the rule where v1.1 and v2.0 differ.
+    assert squad.evaluate({"version": "v2.0", **data}, preds)["f1"] > ours["f1"]
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("seed", [0, 1])
+def test_v2_equals_the_official_script(seed):
+    from references import squad_official
+
+    official = squad_official("v2.0")
+    data, preds, na = _generated("v2.0", seed)
+    for probs in (None, na):
+        ours = squad.evaluate(data, preds, probs)
+        theirs = official.evaluate(data["data"], preds, probs)
+        assert len(ours) == 13
+        for key, value in ours.items():
+            # Model Garden's copy names the official script's best_* keys final_*.
+            assert value == pytest.approx(theirs[key.replace("best_", "final_")],
+                                          abs=1e-9), key

@@ -4,6 +4,12 @@ Answers are compared after normalization (lower case, ASCII punctuation removed,
 articles a/an/the removed, whitespace collapsed). Exact match and token F1 take the
 best over the gold answers. v2.0 adds unanswerable questions (gold answer ""), the
 HasAns/NoAns splits, a no-answer probability threshold and the best thresholds.
+
+The two scripts differ in one F1 rule, and each dataset is scored with its own
+version's: when the prediction or the gold answer normalizes to no tokens (an answer
+such as "the", or an empty prediction), `evaluate-v1.1.py` scores F1 0 (no common
+tokens), while `evaluate-v2.0.py` scores 1 if both are empty and 0 otherwise. Exact
+match is the same in both (two empty strings match).
 """
 
 from __future__ import annotations
@@ -29,11 +35,17 @@ def exact_match(prediction: str, gold: str) -> float:
     return float(normalize_answer(prediction) == normalize_answer(gold))
 
 
-def f1(prediction: str, gold: str) -> float:
-    """Token F1 of normalized answers; two empty answers score 1, one empty scores 0."""
+def f1(prediction: str, gold: str, version: str = "v2.0") -> float:
+    """Token F1 of normalized answers, by the rule of the official script `version`.
+
+    "v2.0": two answers without tokens score 1, one without tokens scores 0.
+    "v1.1": any answer without tokens scores 0 (the script counts common tokens only).
+    """
+    if version not in ("v1.1", "v2.0"):
+        raise ValueError(f"version={version!r}: use 'v1.1' or 'v2.0'")
     pred_tokens = normalize_answer(prediction).split()
     gold_tokens = normalize_answer(gold).split()
-    if not pred_tokens or not gold_tokens:
+    if version == "v2.0" and (not pred_tokens or not gold_tokens):
         return float(pred_tokens == gold_tokens)
     common = collections.Counter(pred_tokens) & collections.Counter(gold_tokens)
     same = sum(common.values())
@@ -65,6 +77,7 @@ def evaluate(dataset, predictions: dict, na_probs: dict | None = None) -> dict:
         na_probs: v2.0 only: question id -> probability of no answer (default 0).
 
     Returns:
+        Each version scored with its own script's F1 rule (see `f1`).
         v1.1: {"exact_match", "f1"}; v2.0: {"exact", "f1", "total", "HasAns_exact",
         "HasAns_f1", "HasAns_total", "NoAns_exact", "NoAns_f1", "NoAns_total",
         "best_exact", "best_exact_thresh", "best_f1", "best_f1_thresh"}; scores 0..100.
@@ -84,7 +97,7 @@ def _evaluate_v1(dataset, predictions):
         golds = [a["text"] for a in qa["answers"]]
         pred = predictions[qa["id"]]
         em += max(exact_match(pred, g) for g in golds)
-        f1_sum += max(f1(pred, g) for g in golds)
+        f1_sum += max(f1(pred, g, "v1.1") for g in golds)
     if not total:
         raise ValueError("the dataset has no questions")
     return {"exact_match": 100.0 * em / total, "f1": 100.0 * f1_sum / total}
@@ -100,7 +113,7 @@ def _evaluate_v2(dataset, predictions, na_probs):
             raise ValueError(f"no prediction for question id {qid}")
         golds = golds or [""]
         exact[qid] = max(exact_match(predictions[qid], g) for g in golds)
-        f1s[qid] = max(f1(predictions[qid], g) for g in golds)
+        f1s[qid] = max(f1(predictions[qid], g, "v2.0") for g in golds)
     if not exact:
         raise ValueError("the dataset has no questions")
     na_probs = na_probs if na_probs is not None else {k: 0.0 for k in predictions}
