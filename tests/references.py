@@ -37,3 +37,23 @@ def squad_official(version: str):
     if wheel not in sys.path:
         sys.path.append(wheel)
     return importlib.import_module(f"official.nlp.tools.{name}")
+
+
+def google_tokenization():
+    """Google's `tokenization.py` itself (PyPI `bert-tensorflow` 1.0.4, `bert.tokenization`).
+
+    The module defines an absl flag (`--preserve_unused_tokens`, default False) that
+    it reads on every call; outside an absl app the flags are marked parsed so that
+    the default applies.
+    """
+    from absl import flags
+    from bert import tokenization
+
+    if not flags.FLAGS.is_parsed():
+        flags.FLAGS.mark_as_parsed()
+    return tokenization
+
+
+def google_ids(full_tokenizer, text: str) -> list[int]:
+    """Ids of `text` by a `tokenization.FullTokenizer`, no special tokens."""
+    return full_tokenizer.convert_tokens_to_ids(full_tokenizer.tokenize(text))

@@ -65,8 +65,9 @@ def test_save_pretrained_is_atomic(tmp_path, monkeypatch):
 
 def _write_hf_folder(encoder, folder, hidden_act="gelu", prefix=""):
     """Writes a Hugging Face folder with transformers' own save_pretrained."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import torch
+    import transformers
+
     cfg = encoder.config
     hf_cfg = transformers.BertConfig(
         vocab_size=cfg.vocab_size, hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
@@ -88,7 +89,7 @@ def _write_hf_folder(encoder, folder, hidden_act="gelu", prefix=""):
 @pytest.mark.parity
 @pytest.mark.parametrize("hidden_act", ["gelu", "gelu_new"])
 def test_hf_folder_loads_with_transformers_outputs(tmp_path, hidden_act):
-    torch = pytest.importorskip("torch")
+    import torch
     source = BertEncoder(odd_config(hidden_act=hidden_act))
     ref = _write_hf_folder(source, tmp_path / "hf", hidden_act)
     assert (tmp_path / "hf" / "model.safetensors").exists()
@@ -107,7 +108,7 @@ def test_hf_folder_loads_with_transformers_outputs(tmp_path, hidden_act):
 
 @pytest.mark.parity
 def test_hf_pytorch_bin_with_task_head_prefix(tmp_path):
-    torch = pytest.importorskip("torch")
+    import torch
     source = BertEncoder(odd_config())
     state = {"cls.predictions.bias": torch.zeros(99)}  # a head the encoder ignores
     for name, var in checkpoints.variable_map(source).items():
@@ -129,8 +130,8 @@ def test_hf_pytorch_bin_with_task_head_prefix(tmp_path):
 @pytest.mark.parity
 def test_real_minilm_matches_transformers(minilm_dir):
     """The real pretrained MiniLM-L6 (Hugging Face folder) against transformers.BertModel."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    import torch
+    import transformers
     encoder = BertEncoder.from_pretrained(minilm_dir)
     tok = BertTokenizer.from_pretrained(minilm_dir)
     a = ["The quick brown fox jumps over the lazy dog.", "Héllo wörld! 北京欢迎你。",

@@ -44,19 +44,74 @@ CORPUS = [
     "The quick brown fox jumps over the lazy dog. " * 20,
 ]
 
-# Where Hugging Face's Rust tokenizer departs from Google's tokenization.py, kbert
-# follows Google (and Hugging Face's Python tokenizer, which reproduces it):
-# - Greek capital sigma at a word end: str.lower() gives the final form "ς"; the Rust
-#   tokenizer maps character by character and gives "σ".
-# - Unassigned code points (category Cn) are control characters to the reference and
-#   are deleted; the Rust tokenizer keeps them (as [UNK]).
+# Words of 150 and 250 characters: Google's limit is 200 (Hugging Face's 100).
+LONG_WORDS = ["a" * 150 + " " + "é" * 150 + " " + "b" * 200 + " " + "c" * 201,
+              "x" * 250 + " ok " + "世" * 3 + "y" * 180]
+# Unassigned (Cn) and private-use (Co) code points: Google keeps them (as parts of
+# words); Hugging Face's ports delete some or all of them.
+UNASSIGNED = ["unassigned \u0378 \U0001fbff here", "x\u0378y \ufdd0 \uffff end"]
+PRIVATE_USE = ["private\ue000use \U000f0000 a\U0010fffdb"]
 FINAL_SIGMA = ["ΟΔΟΣ ΣΟΦΟΣ"]
-GOOGLE_ONLY = FINAL_SIGMA + ["unassigned \u0378 \U0001fbff here"]
+
+# Where Hugging Face's tokenizers (transformers 5.x) depart from Google's
+# tokenization.py; each departure is asserted below by running all three:
+# - Python `BertTokenizer` (the legacy port) deletes unassigned (Cn) code points; the
+#   Rust one keeps them, as Google does.
+# - Both delete private-use (Co) code points; Google keeps them.
+# - Both turn words of more than 100 characters into [UNK]; Google's limit is 200.
+# - Rust only: Greek capital sigma at a word end lower-cases to "σ" (character by
+#   character); Python's str.lower(), which Google's code calls, gives the final "ς".
+# - Python only, cased: it NFC-composes the text first ("<" + U+0338 -> "≮").
+
+
+def _hugging_face_departs(text: str) -> bool:
+    """Whether a documented departure of Hugging Face's ports applies to `text`:
+    unassigned or private-use code points, or a word of over 100 characters."""
+    if any(unicodedata.category(c) in ("Cn", "Co") for c in text):
+        return True
+    return any(len(w) > 100 for w in text.split())
+
+
+def _random_texts(seed=7, n=300, exotic=True):
+    """Random strings drawn from many scripts and character classes; with `exotic`,
+    unassigned and private-use code points too."""
+    rng = np.random.default_rng(seed)
+    pools = [range(0x20, 0x7F), range(0xA0, 0x250), range(0x300, 0x370), range(0x370, 0x400),
+             range(0x400, 0x530), range(0x590, 0x700), range(0x900, 0x980),
+             range(0x2000, 0x2070), range(0x3000, 0x3100), range(0x4E00, 0x4F00),
+             range(0xAC00, 0xAD00), range(0xFF00, 0xFFF0), range(0x1F300, 0x1F700),
+             range(0x0, 0x20), range(0xFB00, 0xFB50), range(0x1D400, 0x1D500)]
+    if exotic:
+        pools += [range(0xE000, 0xE100), range(0x0378, 0x0380), range(0xFDD0, 0xFDF0)]
+    texts = []
+    for _ in range(n):
+        chars = []
+        for _ in range(rng.integers(0, 40)):
+            pool = pools[rng.integers(len(pools))]
+            chars.append(chr(int(rng.choice(pool))))
+            if rng.random() < 0.2:
+                chars.append(" ")
+        texts.append("".join(chars))
+    return texts
+
+
+@pytest.fixture(scope="module")
+def google_uncased(minilm_dir):
+    from tests.references import google_tokenization
+
+    return google_tokenization().FullTokenizer(f"{minilm_dir}/vocab.txt", do_lower_case=True)
+
+
+@pytest.fixture(scope="module")
+def google_cased(minilm_dir):
+    from tests.references import google_tokenization
+
+    return google_tokenization().FullTokenizer(f"{minilm_dir}/vocab.txt", do_lower_case=False)
 
 
 @pytest.fixture(scope="module")
 def minilm_tokenizers(minilm_dir):
-    transformers = pytest.importorskip("transformers")
+    import transformers
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
 
     return (BertTokenizer.from_pretrained(minilm_dir),
@@ -65,7 +120,7 @@ def minilm_tokenizers(minilm_dir):
 
 
 def _cased(vocab_dir):
-    transformers = pytest.importorskip("transformers")
+    import transformers
     from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy
 
     return (BertTokenizer.from_pretrained(vocab_dir, lowercase=False),
@@ -73,64 +128,92 @@ def _cased(vocab_dir):
             BertTokenizerLegacy.from_pretrained(vocab_dir, do_lower_case=False))
 
 
+def _assert_equal_google(ours, google, texts):
+    from tests.references import google_ids
+
+    got = ours.tokenize(texts).to_list()
+    bad = [t for t, ids in zip(texts, got) if ids != google_ids(google, t)]
+    assert not bad, f"{len(bad)} of {len(texts)} texts differ, e.g. {bad[0]!r}"
+
+
 @pytest.mark.parity
-def test_ids_equal_reference_on_corpus(minilm_tokenizers):
+def test_ids_equal_google_uncased(minilm_tokenizers, google_uncased):
+    """Google's tokenization.py itself, on 100% of the corpus and 300 random strings."""
+    texts = CORPUS + LONG_WORDS + UNASSIGNED + PRIVATE_USE + FINAL_SIGMA + _random_texts()
+    _assert_equal_google(minilm_tokenizers[0], google_uncased, texts)
+
+
+@pytest.mark.parity
+def test_ids_equal_google_cased(minilm_dir, google_cased):
+    ours = BertTokenizer.from_pretrained(minilm_dir, lowercase=False)
+    assert not ours.lowercase and not ours.strip_accents
+    texts = CORPUS + LONG_WORDS + UNASSIGNED + PRIVATE_USE + FINAL_SIGMA + _random_texts(seed=8)
+    _assert_equal_google(ours, google_cased, texts)
+
+
+@pytest.mark.parity
+def test_ids_equal_hugging_face_away_from_its_departures(minilm_tokenizers, minilm_dir):
+    """Hugging Face's Rust and Python tokenizers agree with kbert wherever none of the
+    documented departures applies."""
+    texts = CORPUS + _random_texts(seed=9, exotic=False)
+    texts = [t for t in texts if not _hugging_face_departs(t)]
+    assert len(texts) > 150
     ours, hf_fast, hf_python = minilm_tokenizers
-    got = ours.tokenize(CORPUS).to_list()
-    for text, ids in zip(CORPUS, got):
+    for text, ids in zip(texts, ours.tokenize(texts).to_list()):
         assert ids == hf_fast(text, add_special_tokens=False)["input_ids"], repr(text)
         assert ids == hf_python(text, add_special_tokens=False)["input_ids"], repr(text)
-
-
-@pytest.mark.parity
-def test_ids_equal_reference_cased(minilm_dir, tmp_path):
-    # The MiniLM vocabulary is uncased; cased tokenization still must agree id for id.
     ours, hf_fast, hf_python = _cased(minilm_dir)
-    assert not ours.lowercase and not ours.strip_accents
-    got = ours.tokenize(CORPUS).to_list()
-    for text, ids in zip(CORPUS, got):
+    for text, ids in zip(texts, ours.tokenize(texts).to_list()):
         assert ids == hf_fast(text, add_special_tokens=False)["input_ids"], repr(text)
-        # Hugging Face's Python tokenizer NFC-composes first (Google's does not), which
-        # matters when case and accents are kept: "<" + U+0338 becomes one "≮".
         if unicodedata.normalize("NFC", text) == text:
             assert ids == hf_python(text, add_special_tokens=False)["input_ids"], repr(text)
 
 
 @pytest.mark.parity
-def test_departures_of_rust_tokenizer_follow_google(minilm_tokenizers):
+def test_hugging_face_departures_from_google(minilm_tokenizers, google_uncased):
+    """Each documented departure, shown by running Google's and Hugging Face's code."""
+    from tests.references import google_ids
+
     ours, hf_fast, hf_python = minilm_tokenizers
-    for text, ids in zip(GOOGLE_ONLY, ours.tokenize(GOOGLE_ONLY).to_list()):
-        assert ids == hf_python(text, add_special_tokens=False)["input_ids"], repr(text)
-        assert ids != hf_fast(text, add_special_tokens=False)["input_ids"], repr(text)
-    assert ours.tokenize(["\u0378"]).to_list() == [[]]
+    def hf(tokenizer, text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    for text, ids in zip(UNASSIGNED + PRIVATE_USE + LONG_WORDS,
+                         ours.tokenize(UNASSIGNED + PRIVATE_USE + LONG_WORDS).to_list()):
+        assert _hugging_face_departs(text)
+        assert ids == google_ids(google_uncased, text), repr(text)
+        assert ids != hf(hf_python, text), repr(text)
+        if text in UNASSIGNED:  # the Rust tokenizer keeps Cn, as Google does
+            assert ids == hf(hf_fast, text), repr(text)
+        else:
+            assert ids != hf(hf_fast, text), repr(text)
+    # An unassigned or private-use code point alone is one [UNK] word for Google.
+    assert ours.tokenize(["\u0378", "\ue000"]).to_list() == [[ours.unk_id]] * 2
+    assert hf(hf_python, "\u0378") == hf(hf_python, "\ue000") == hf(hf_fast, "\ue000") == []
+    # 150 characters: pieces for Google, [UNK] for Hugging Face.
+    word = "a" * 150
+    assert len(google_ids(google_uncased, word)) > 1
+    assert hf_python(word, add_special_tokens=False)["input_ids"] == [ours.unk_id]
+    # Final sigma: Rust departs, Python agrees with Google.
     ids = ours.tokenize(FINAL_SIGMA).to_list()[0]
+    assert ids == google_ids(google_uncased, FINAL_SIGMA[0])
     assert ids == hf_python(FINAL_SIGMA[0], add_special_tokens=False)["input_ids"]
+    assert ids != hf_fast(FINAL_SIGMA[0], add_special_tokens=False)["input_ids"]
     words = [ours.vocabulary[i] for i in ids]
     assert "".join(w.removeprefix("##") for w in words).endswith("ς")
 
 
-@pytest.mark.parity
-def test_random_unicode_equals_reference(minilm_tokenizers):
-    """Random strings drawn from many scripts and character classes."""
-    ours, _, hf_python = minilm_tokenizers
-    rng = np.random.default_rng(7)
-    pools = [range(0x20, 0x7F), range(0xA0, 0x250), range(0x300, 0x370), range(0x370, 0x400),
-             range(0x400, 0x530), range(0x2000, 0x2070), range(0x3000, 0x3100),
-             range(0x4E00, 0x4F00), range(0xFF00, 0xFFF0), range(0x1F300, 0x1F700),
-             range(0x0, 0x20), range(0xFB00, 0xFB50)]
-    texts = []
-    for _ in range(300):
-        n = rng.integers(0, 40)
-        chars = []
-        for _ in range(n):
-            pool = pools[rng.integers(len(pools))]
-            chars.append(chr(int(rng.choice(pool))))
-            if rng.random() < 0.2:
-                chars.append(" ")
-        texts.append("".join(chars))
-    got = ours.tokenize(texts).to_list()
-    for text, ids in zip(texts, got):
-        assert ids == hf_python(text, add_special_tokens=False)["input_ids"], repr(text)
+def test_checked_in_unicode_classes_are_current():
+    """The classes in unicode_classes.py are those this Python's unicodedata gives."""
+    import unicodedata as ud
+
+    from kbert.tokenizers import unicode_classes, unicode_tables
+
+    assert unicode_classes.UNIDATA_VERSION == ud.unidata_version, (
+        "Python's Unicode changed: run `python -m kbert.tokenizers.unicode_tables`")
+    fresh = unicode_tables.generate()
+    assert unicode_classes.CLASSES == fresh
+    assert unicode_tables.render_module(fresh) == open(unicode_classes.__file__).read()
 
 
 def test_golden_cases(tiny_vocab):
@@ -158,8 +241,8 @@ def test_cased_keeps_case_and_accents(tiny_vocab):
 def test_word_length_limit_is_in_characters(tiny_vocab):
     vocab = tiny_vocab + ["é", "##é"]
     tok = BertTokenizer(vocab, lowercase=False)
-    ids = tok.tokenize(["é" * 100, "é" * 101]).to_list()
-    assert ids[0] == [vocab.index("é")] + [vocab.index("##é")] * 99
+    ids = tok.tokenize(["é" * 200, "é" * 201]).to_list()
+    assert ids[0] == [vocab.index("é")] + [vocab.index("##é")] * 199
     assert ids[1] == [vocab.index("[UNK]")]
 
 

@@ -1,11 +1,16 @@
-"""In-graph BERT WordPiece tokenizer that reproduces the reference tokenizer id for id.
+"""In-graph BERT WordPiece tokenizer that reproduces Google's `tokenization.py` id for id.
 
-The reference (Google's `tokenization.py`; Hugging Face's `BertTokenizer`) works in
-two steps. BasicTokenizer: delete control characters, map whitespace to spaces, put
-spaces around CJK ideographs, split on whitespace, lower-case and strip accents
-(NFD, drop category Mn) when asked, split off every punctuation character.
-WordpieceTokenizer: greedy longest-match-first with "##" continuations; a word that
-cannot be covered, or has more than 100 characters, becomes [UNK].
+The reference (Google's `tokenization.py`, `FullTokenizer`) works in two steps.
+BasicTokenizer: delete NUL, U+FFFD and control/format characters (categories Cc, Cf;
+tab and newlines count as whitespace), map whitespace to spaces, put spaces around CJK
+ideographs, split on whitespace, lower-case and strip accents (NFD, drop category Mn)
+when asked, split off every punctuation character. WordpieceTokenizer: greedy
+longest-match-first with "##" continuations; a word that cannot be covered, or has
+more than 200 characters, becomes [UNK].
+
+Hugging Face's ports depart from it in two places (both shown by tests that run
+them): they also delete unassigned (Cn) and private-use (Co) code points, and their
+word limit is 100 characters. kbert follows Google.
 
 tensorflow-text's BertTokenizer folds case with NFKC, which changes full-width
 letters, ligatures and CJK punctuation, so kbert composes the steps itself from
@@ -24,7 +29,7 @@ import tensorflow_text as tf_text
 from kbert.io import atomic_file, read_json
 from kbert.tokenizers import unicode_tables
 
-MAX_CHARS_PER_WORD = 100  # max_input_chars_per_word of the reference
+MAX_CHARS_PER_WORD = 200  # max_input_chars_per_word of Google's WordpieceTokenizer
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
@@ -93,18 +98,23 @@ class BertTokenizer(tf.Module):
         self._wordpiece = tf_text.FastWordpieceTokenizer(
             vocab=vocab, suffix_indicator="##", unknown_token="[UNK]",
             # The reference limits characters, not bytes: allow 4 bytes per character
-            # here and apply the 100-character rule below.
+            # here and apply the 200-character rule below.
             max_bytes_per_word=4 * MAX_CHARS_PER_WORD + 4,
             token_out_type=tf.int64, no_pretokenization=True)
         self._vocab_table = tf.constant(vocab)
-        # Eager calls run through compiled functions (cached per packing shape).
-        self._compiled_tokenize = tf.function(
-            self._tokenize_with_offsets, input_signature=[tf.TensorSpec([None], tf.string)])
+        # Eager calls run through compiled functions, traced on first use. The code has
+        # no tensor-dependent Python control flow, so autograph (which took most of
+        # the first call's seconds converting the source) is off.
         text_spec, int_spec = tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int64)
+        self._compiled_tokenize = tf.function(
+            self._tokenize_with_offsets, input_signature=[text_spec], autograph=False)
+        self._compiled_ids = tf.function(
+            self._tokenize_ids, input_signature=[text_spec], autograph=False)
         self._compiled_encode_single = tf.function(
-            lambda a, n: self._encode(a, None, n), input_signature=[text_spec, int_spec])
+            lambda a, n: self._encode(a, None, n), input_signature=[text_spec, int_spec],
+            autograph=False)
         self._compiled_encode_pair = tf.function(
-            self._encode, input_signature=[text_spec, text_spec, int_spec])
+            self._encode, input_signature=[text_spec, text_spec, int_spec], autograph=False)
 
     # ---------------------------------------------------------------- properties
     @property
@@ -159,6 +169,23 @@ class BertTokenizer(tf.Module):
                              f"got shape {texts.shape}")
         return texts
 
+    def _words(self, texts, with_offsets: bool):
+        texts = self._as_batch(texts)
+        # regex_split stops at a NUL byte; NUL is deleted as a control character
+        # anyway, so swap it for another one-byte control character (same offsets).
+        texts = tf.strings.regex_replace(texts, "\\x00", "\x01")
+        if with_offsets:
+            pieces, start, end = tf_text.regex_split_with_offsets(
+                texts, self._delim, self._keep)  # [B, (P)]
+        else:
+            pieces = tf_text.regex_split(texts, self._delim, self._keep)  # [B, (P)]
+        words = tf.ragged.map_flat_values(self._normalize, pieces)
+        keep = tf.ragged.map_flat_values(lambda s: tf.strings.length(s) > 0, words)
+        if not with_offsets:
+            return tf.ragged.boolean_mask(words, keep)
+        return (tf.ragged.boolean_mask(words, keep), tf.ragged.boolean_mask(start, keep),
+                tf.ragged.boolean_mask(end, keep))
+
     def split_words(self, texts):
         """The reference's BasicTokenizer: normalized words with byte offsets.
 
@@ -169,16 +196,7 @@ class BertTokenizer(tf.Module):
             (words, starts, ends): RaggedTensors [batch_size, (words)] of tf.string
             and int64; `starts`/`ends` are byte offsets of each word in the input.
         """
-        texts = self._as_batch(texts)
-        # regex_split stops at a NUL byte; NUL is deleted as a control character
-        # anyway, so swap it for another one-byte control character (same offsets).
-        texts = tf.strings.regex_replace(texts, "\\x00", "\x01")
-        pieces, start, end = tf_text.regex_split_with_offsets(
-            texts, self._delim, self._keep)  # [B, (P)]
-        words = tf.ragged.map_flat_values(self._normalize, pieces)
-        keep = tf.ragged.map_flat_values(lambda s: tf.strings.length(s) > 0, words)
-        return (tf.ragged.boolean_mask(words, keep), tf.ragged.boolean_mask(start, keep),
-                tf.ragged.boolean_mask(end, keep))
+        return self._words(texts, with_offsets=True)
 
     def tokenize_with_offsets(self, texts):
         """WordPiece ids with byte offsets into the UTF-8 input.
@@ -197,18 +215,34 @@ class BertTokenizer(tf.Module):
             return self._compiled_tokenize(texts)
         return self._tokenize_with_offsets(texts)
 
+    def _long_words_to_unk(self, words, ids):
+        """Words over 200 characters become one [UNK], as in the reference.
+
+        Returns (rows, too_long): `rows` [2W] gathers each word's ids from
+        `concat([ids, unk_rows])`; `too_long` bool [W]."""
+        n_words = tf.shape(words, out_type=tf.int64)[0]
+        too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+        pick = tf.where(too_long, tf.range(n_words) + n_words, tf.range(n_words))
+        unk_rows = tf.RaggedTensor.from_row_lengths(
+            tf.fill([n_words], tf.constant(self.unk_id, tf.int64)),
+            tf.ones([n_words], tf.int64), validate=False)
+        return pick, too_long, unk_rows
+
+    def _tokenize_ids(self, texts):
+        """Ids only: what packing needs, with half the ops of the offsets path."""
+        norm = self._words(texts, with_offsets=False)
+        words = norm.flat_values  # [W]
+        ids = self._wordpiece.tokenize(words)  # [W, (S)]
+        pick, _, unk_rows = self._long_words_to_unk(words, ids)
+        ids = tf.gather(tf.concat([ids, unk_rows], axis=0), pick)
+        return norm.with_flat_values(ids).merge_dims(1, 2)  # [B, (T)]
+
     def _tokenize_with_offsets(self, texts):
         norm, p_start, p_end = self.split_words(texts)
         words = norm.flat_values  # [W]
-        n_words = tf.shape(words, out_type=tf.int64)[0]
         ids, w_start, w_end = self._wordpiece.tokenize_with_offsets(words)  # [W, (S)]
-        # Words over 100 characters become one [UNK], as in the reference.
-        too_long = tf.strings.length(words, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
-        unk_rows = tf.RaggedTensor.from_row_lengths(
-            tf.fill([n_words], tf.constant(self.unk_id, tf.int64)),
-            tf.ones([n_words], tf.int64))
+        pick, too_long, unk_rows = self._long_words_to_unk(words, ids)
         zero_rows = unk_rows * 0
-        pick = tf.where(too_long, tf.range(n_words) + n_words, tf.range(n_words))
         ids = tf.gather(tf.concat([ids, unk_rows], axis=0), pick)
         w_start = tf.gather(tf.concat([w_start, zero_rows], axis=0), pick)
         w_end = tf.gather(tf.concat([w_end, zero_rows], axis=0), pick)
@@ -230,7 +264,10 @@ class BertTokenizer(tf.Module):
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """WordPiece ids, no special tokens: int64 RaggedTensor [batch_size, (tokens)]."""
-        return self.tokenize_with_offsets(texts)[0]
+        texts = self._as_batch(texts)
+        if tf.executing_eagerly():
+            return self._compiled_ids(texts)
+        return self._tokenize_ids(texts)
 
     # ---------------------------------------------------------------- packing
     @staticmethod
@@ -274,7 +311,8 @@ class BertTokenizer(tf.Module):
         ids_a = tf.cast(ids_a, tf.int64)
         batch = ids_a.nrows()
         col = lambda v: tf.RaggedTensor.from_row_lengths(  # noqa: E731
-            tf.fill([batch], tf.constant(v, tf.int64)), tf.ones([batch], tf.int64))
+            tf.fill([batch], tf.constant(v, tf.int64)), tf.ones([batch], tf.int64),
+            validate=False)
         cls, sep = col(self.cls_id), col(self.sep_id)
         if ids_b is None:
             a = self._truncate(ids_a, tf.fill([batch], budget))
@@ -323,8 +361,8 @@ class BertTokenizer(tf.Module):
         return self._compiled_encode_pair(texts, texts_b, length)
 
     def _encode(self, texts, texts_b, seq_length):
-        ids_b = None if texts_b is None else self._tokenize_with_offsets(texts_b)[0]
-        return self.pack(self._tokenize_with_offsets(texts)[0], ids_b, seq_length)
+        ids_b = None if texts_b is None else self._tokenize_ids(texts_b)
+        return self.pack(self._tokenize_ids(texts), ids_b, seq_length)
 
     # ---------------------------------------------------------------- decoding
     def detokenize(self, ids, skip_special_tokens: bool = True) -> tf.Tensor:

@@ -1,17 +1,29 @@
 """RE2 character classes that reproduce the reference BERT tokenizer's predicates.
 
-Google's `tokenization.py` (and Hugging Face's Python `BertTokenizer`) decide with
-Python's `unicodedata`: what is whitespace, a control character, punctuation, a CJK
-ideograph, and which marks (category Mn) accent stripping removes. RE2's own
-`\\p{...}` tables follow another Unicode version, so kbert builds each class from
-`unicodedata` itself, as ranges of code points, once per process.
+Google's `tokenization.py` decides with Python's `unicodedata`: what is whitespace, a
+control character, punctuation, a CJK ideograph, and which marks (category Mn) accent
+stripping removes. RE2's own `\\p{...}` tables follow another Unicode version, so kbert
+builds each class from `unicodedata` itself, as ranges of code points.
+
+Walking all 1.1M code points takes seconds, so the classes are generated once and
+checked in (`unicode_classes.py`, with the Unicode version they were made from);
+`tables()` uses them when the running Python has the same Unicode version and
+generates them afresh otherwise. Regenerate the file with
+
+    python -m kbert.tokenizers.unicode_tables
+
+(a test regenerates it and compares, so a Unicode update of Python is seen).
 """
 
 from __future__ import annotations
 
 import functools
+import logging
+import os
 import sys
 import unicodedata
+
+logger = logging.getLogger(__name__)
 
 # The CJK Unified Ideographs blocks of `_is_chinese_char` in tokenization.py.
 CJK_RANGES = (
@@ -29,10 +41,12 @@ def is_whitespace(ch: str) -> bool:
 
 
 def is_control(ch: str) -> bool:
-    """Characters that cleaning deletes: NUL, U+FFFD and categories C* but tab/newlines."""
+    """Characters that Google's `_clean_text` deletes: NUL, U+FFFD, and categories Cc
+    and Cf but tab and newlines. Unassigned (Cn) and private-use (Co) code points are
+    kept (Hugging Face's Python port deletes every C* category instead)."""
     if ch in "\t\n\r":
         return False
-    return ch in "\x00\ufffd" or unicodedata.category(ch).startswith("C")
+    return ch in "\x00\ufffd" or unicodedata.category(ch) in ("Cc", "Cf")
 
 
 def is_punctuation(ch: str) -> bool:
@@ -85,7 +99,22 @@ def _splits_after_stripping(ch: str) -> bool:
 
 @functools.lru_cache(maxsize=None)
 def tables() -> dict[str, str]:
-    """RE2 classes: `whitespace`, `control`, `punct`, `cjk`, `mn`, `punct_if_stripped`."""
+    """RE2 classes: `whitespace`, `control`, `punct`, `cjk`, `mn`, `punct_if_stripped`.
+
+    The checked-in classes when they were made from this Python's Unicode version,
+    else generated now (a few seconds)."""
+    from kbert.tokenizers import unicode_classes
+
+    if unicode_classes.UNIDATA_VERSION == unicodedata.unidata_version:
+        return dict(unicode_classes.CLASSES)
+    logger.warning("Python's Unicode is %s, kbert's character classes were made from %s: "
+                   "generating them for this Python (a few seconds)",
+                   unicodedata.unidata_version, unicode_classes.UNIDATA_VERSION)
+    return generate()
+
+
+def generate() -> dict[str, str]:
+    """Walks every code point and builds the classes of `tables()` from `unicodedata`."""
     strip_splitters = _ranges(_splits_after_stripping)
     # Each such character must become exactly one punctuation character, so treating
     # it as punctuation before stripping gives the reference's pieces.
@@ -101,3 +130,32 @@ def tables() -> dict[str, str]:
         "mn": _re2_class(_ranges(lambda c: unicodedata.category(c) == "Mn")),
         "punct_if_stripped": _re2_class(strip_splitters) if strip_splitters else "",
     }
+
+
+def render_module(classes: dict[str, str]) -> str:
+    """The text of `unicode_classes.py` for `classes`."""
+    lines = ['"""RE2 character classes of BERT\'s tokenizer predicates (generated; do not edit).',
+             "", "Made by `python -m kbert.tokenizers.unicode_tables` from Python's unicodedata",
+             f"{unicodedata.unidata_version}.", '"""', "",
+             f"UNIDATA_VERSION = {unicodedata.unidata_version!r}", "", "CLASSES = {"]
+    for key in sorted(classes):
+        value = classes[key]
+        lines.append(f"    {key!r}: (")
+        for i in range(0, len(value), 80):
+            lines.append(f"        {value[i:i + 80]!r}")
+        lines.append("    ),")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    from kbert.io import atomic_file
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "unicode_classes.py")
+    with atomic_file(path) as f:
+        f.write(render_module(generate()))
+    print(f"wrote {path} (Unicode {unicodedata.unidata_version})")
+
+
+if __name__ == "__main__":
+    main()
