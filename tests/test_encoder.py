@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from kbert import BertConfig, BertEncoder
-from kbert.layers import BertEmbeddings, MultiHeadSelfAttention, TransformerEncoderBlock
+from kbert.layers import BertEmbeddings, MultiHeadAttention, TransformerBlock
 from kbert.layers.activations import gelu, gelu_tanh
 from tests.conftest import odd_config, random_inputs
 
@@ -149,8 +149,8 @@ def test_dropout_only_in_training():
     assert np.abs(a - c).max() > 1e-3
 
 
-@pytest.mark.parametrize("layer_cls", [BertEmbeddings, MultiHeadSelfAttention,
-                                       TransformerEncoderBlock])
+@pytest.mark.parametrize("layer_cls", [BertEmbeddings, MultiHeadAttention,
+                                       TransformerBlock])
 def test_get_config_mirrors_init(layer_cls):
     params = [p for p in inspect.signature(layer_cls.__init__).parameters
               if p not in ("self", "kwargs")]

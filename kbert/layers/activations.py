@@ -2,7 +2,6 @@
 
 import math
 
-import keras
 import tensorflow as tf
 from keras import ops
 
@@ -43,8 +42,3 @@ def get_activation(name: str):
         return _ACTIVATIONS[name]
     except KeyError:
         raise ValueError(f"Unknown activation {name!r}; choose from {sorted(_ACTIVATIONS)}") from None
-
-
-def truncated_normal(stddev: float):
-    """BERT's initializer: truncated normal, stddev `initializer_range`."""
-    return keras.initializers.TruncatedNormal(stddev=stddev)

@@ -1,46 +1,72 @@
-"""Multi-head self-attention with a padding mask (Vaswani et al., 2017, section 3.2).
+"""Multi-head scaled dot-product attention with masks and a key/value cache
+(Vaswani et al., 2017, section 3.2).
+
+One layer serves bidirectional encoders (BERT: a padding bias), causal decoders
+trained on whole sequences (GPT: `causal=True`) and cached decoding (a preallocated
+cache and an update index, as keras-hub's `CachedMultiHeadAttention`).
 
 Shape legend:
-    B = batch size, T = sequence length (queries and keys: self-attention),
-    N = number of heads, D = head size (H / N), H = hidden size.
+    B = batch size, Tq = query positions, Tk = key/value positions,
+    S = cache length (the longest sequence decoded), N = heads, D = head size (H / N),
+    H = hidden size.
 """
+
+from __future__ import annotations
 
 import math
 
 import keras
 from keras import ops
 
-from kbert.layers.activations import truncated_normal
+from kbert.layers.initializers import initializer_from, serialize_initializer
+from kbert.layers.masks import causal_mask, merge_masks
+
+# Forbidden scores are replaced by this before the softmax (a float32 value whose exp
+# is 0, the same result as Hugging Face's finfo.min for rows with one allowed key).
+_MASKED_SCORE = -1e9
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class MultiHeadSelfAttention(keras.layers.Layer):
-    """Scaled dot-product self-attention over N heads.
+class MultiHeadAttention(keras.layers.Layer):
+    """Scaled dot-product attention over N heads (the heads concatenated; the output
+    projection is the caller's, as `attention/output/dense` in BERT's checkpoints and
+    `attn/c_proj` in GPT-2's).
 
     The query, key and value projections are separate dense layers with kernels of
-    shape [H, H], exactly as `attention/self/{query,key,value}` in Google's checkpoints.
+    shape [H, H] (`attention/self/{query,key,value}` in Google's checkpoints; GPT-2's
+    fused `c_attn` is split into them when loaded).
 
     Args:
         hidden_size: H.
         num_heads: N; H must be divisible by N.
         attention_dropout: dropout on the attention probabilities.
-        initializer_range: stddev of the truncated-normal initializer.
+        kernel_initializer: initializer of the three kernels (a Keras initializer or
+            its config); default truncated normal, stddev 0.02 (BERT's).
 
     Call args:
-        x: float Tensor of shape [B, T, H].
-        attention_bias: float Tensor broadcastable to [B, N, T, T], 0 where a key may be
-            attended to and a large negative number where it may not (padding).
-        output_range: None, or R: only the first R positions query (all T remain keys
-            and values), as `output_range` in TF Model Garden's encoder. The outputs
-            at those positions are the same as without it.
+        query: float Tensor [B, Tq, H].
+        key_value: float Tensor [B, Tk, H]; None for self-attention (keys and values
+            from `query`).
+        attention_bias: float Tensor broadcastable to [B, N, Tq, Tk], added to the
+            scores (BERT's padding bias, see `masks.padding_bias`).
+        attention_mask: bool/int Tensor broadcastable to [B, Tq, Tk], True where a
+            query may attend to a key (see `kbert.layers.masks`).
+        causal: also forbid keys after each query's own position.
+        cache: float Tensor [B, 2, N, S, D], keys and values of positions decoded so
+            far (zeros beyond); with it, the call writes this step's keys and values
+            at `cache_index` and attends over the whole cache.
+        cache_index: int scalar, the absolute position of the first query (the
+            number of positions already in the cache).
+        output_range: None, or R: only the first R positions query (all remain keys
+            and values), as `output_range` in TF Model Garden's encoder.
 
     Returns:
-        float Tensor of shape [B, T, H] (or [B, R, H]), the heads concatenated (before
-        the output dense).
+        float Tensor [B, Tq, H] (or [B, R, H]); with `cache`, the pair
+        (output, updated cache).
     """
 
-    def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02,
-                 **kwargs):
+    def __init__(self, hidden_size, num_heads, attention_dropout=0.1,
+                 kernel_initializer=None, **kwargs):
         super().__init__(**kwargs)
         if hidden_size % num_heads:
             raise ValueError(f"hidden_size={hidden_size} is not a multiple of num_heads={num_heads}")
@@ -48,18 +74,22 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         self.num_heads = num_heads
         self.head_size = hidden_size // num_heads
         self.attention_dropout = attention_dropout
-        self.initializer_range = initializer_range
-        init = truncated_normal(initializer_range)
-        dense = lambda name: keras.layers.Dense(  # noqa: E731
-            hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name=name)
+        self.kernel_initializer = initializer_from(kernel_initializer)
+
+        def dense(name):
+            return keras.layers.Dense(hidden_size, kernel_initializer=self.kernel_initializer,
+                                      dtype=self.dtype_policy, name=name)
+
         self.query = dense("query")
         self.key = dense("key")
         self.value = dense("value")
         self.dropout_layer = keras.layers.Dropout(attention_dropout, dtype=self.dtype_policy)
 
-    def build(self, x_shape, attention_bias_shape=None):
-        for layer in (self.query, self.key, self.value):
-            layer.build(x_shape)
+    def build(self, query_shape, key_value_shape=None, *args, **kwargs):
+        self.query.build(query_shape)
+        kv_shape = query_shape if key_value_shape is None else key_value_shape
+        self.key.build(kv_shape)
+        self.value.build(kv_shape)
         self.built = True
 
     def _split_heads(self, x):
@@ -67,32 +97,65 @@ class MultiHeadSelfAttention(keras.layers.Layer):
         x = ops.reshape(x, (b, t, self.num_heads, self.head_size))  # (B, T, N, D)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, N, T, D)
 
-    def call(self, x, attention_bias=None, training=None, output_range=None):
-        queries = x if output_range is None else x[:, :output_range]
-        q = self._split_heads(self.query(queries))  # (B, N, T, D); T = R with output_range
-        k = self._split_heads(self.key(x))  # (B, N, T, D)
-        v = self._split_heads(self.value(x))  # (B, N, T, D)
+    def call(self, query, key_value=None, attention_bias=None, attention_mask=None,
+             causal=False, cache=None, cache_index=None, training=None, output_range=None):
+        source = query if key_value is None else key_value
+        if output_range is not None:
+            query = query[:, :output_range]
+        q = self._split_heads(self.query(query))  # (B, N, Tq, D)
+        k = self._split_heads(self.key(source))  # (B, N, Tk, D)
+        v = self._split_heads(self.value(source))  # (B, N, Tk, D)
+        start = 0
+        if cache is not None:
+            if cache_index is None:
+                raise ValueError(f"{self.name}: a cache needs cache_index")
+            start = cache_index
+            step = ops.cast(ops.stack([k, v], axis=1), cache.dtype)  # (B, 2, N, Tq, D)
+            zero = ops.zeros((), "int32")
+            cache = ops.slice_update(cache, (zero, zero, zero, ops.cast(cache_index, "int32"),
+                                             zero), step)
+            k, v = cache[:, 0], cache[:, 1]  # (B, N, S, D)
+            if not causal:  # keys past this step's positions are not written yet
+                attention_mask = merge_masks(
+                    attention_mask, _written_keys(ops.shape(k)[2], start + ops.shape(q)[2]))
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
-        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # (B, N, T, T)
-        # Softmax in float32 even under mixed precision, as the reference does in fp32.
+        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # (B, N, Tq, Tk)
+        # Softmax in float32 even under mixed precision, as the references do.
         scores = ops.cast(scores, "float32")
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, "float32")
-        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # (B, N, T, T)
+        if causal:
+            attention_mask = merge_masks(
+                attention_mask, causal_mask(ops.shape(q)[2], ops.shape(k)[2], start))
+        if attention_mask is not None:
+            allowed = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)  # (B, 1, Tq, Tk)
+            scores = ops.where(allowed, scores, _MASKED_SCORE)
+        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # (B, N, Tq, Tk)
         probs = self.dropout_layer(probs, training=training)
-        context = ops.matmul(probs, v)  # (B, N, T, D)
-        context = ops.transpose(context, (0, 2, 1, 3))  # (B, T, N, D)
+        context = ops.matmul(probs, v)  # (B, N, Tq, D)
+        context = ops.transpose(context, (0, 2, 1, 3))  # (B, Tq, N, D)
         b, t = ops.shape(context)[0], ops.shape(context)[1]
-        return ops.reshape(context, (b, t, self.hidden_size))  # (B, T, H)
+        out = ops.reshape(context, (b, t, self.hidden_size))  # (B, Tq, H)
+        return out if cache is None else (out, cache)
 
-    def compute_output_spec(self, x, attention_bias=None, training=None, output_range=None):
-        return keras.KerasTensor(sequence_output_shape(x.shape, output_range),
-                                 dtype=self.compute_dtype)
+    def compute_output_spec(self, query, key_value=None, attention_bias=None,
+                            attention_mask=None, causal=False, cache=None, cache_index=None,
+                            training=None, output_range=None):
+        out = keras.KerasTensor(sequence_output_shape(query.shape, output_range),
+                                dtype=self.compute_dtype)
+        if cache is None:
+            return out
+        return out, keras.KerasTensor(cache.shape, dtype=cache.dtype)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "num_heads": self.num_heads, "attention_dropout": self.attention_dropout,
-                "initializer_range": self.initializer_range}
+                "kernel_initializer": serialize_initializer(self.kernel_initializer)}
+
+
+def _written_keys(key_length, end):
+    """bool [1, 1, Tk]: the cache positions written so far (j < end)."""
+    return ops.reshape(ops.arange(key_length) < end, (1, 1, key_length))
 
 
 def sequence_output_shape(x_shape, output_range=None):

@@ -1,14 +1,83 @@
-"""BERT input embeddings: token + segment + learned position, then LayerNorm and dropout."""
+"""Input embeddings as parts: tokens (with tied output logits), learned positions
+(with a start index for cached decoding), and BERT's sum of token, segment and
+position embeddings."""
+
+from __future__ import annotations
 
 import keras
 from keras import ops
 
-from kbert.layers.activations import truncated_normal
+from kbert.layers.initializers import initializer_from, serialize_initializer
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class TokenEmbedding(keras.layers.Embedding):
+    """A token embedding table [V, H] that also gives tied output logits.
+
+    `layer(ids)` looks rows up; `layer.logits(x)` multiplies by the transposed table,
+    `x @ E^T` (the output layer of GPT and of BERT's masked LM, whose weights are the
+    input embeddings: Press & Wolf, 2017). Logits are computed in float32.
+    """
+
+    def logits(self, x):
+        """float Tensor [..., H] -> float32 logits [..., V]."""
+        table = ops.cast(self.embeddings, "float32")
+        return ops.matmul(ops.cast(x, "float32"), ops.transpose(table))
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class PositionEmbedding(keras.layers.Layer):
+    """Learned absolute position embeddings: rows `start_index .. start_index + T - 1`.
+
+    Args:
+        max_length: rows of the table (the longest sequence).
+        hidden_size: H.
+        initializer: initializer of the table (default truncated normal, 0.02).
+
+    Call args:
+        inputs: a Tensor [B, T, ...] (token ids or their embeddings); only its length
+            T is read.
+        start_index: int (or int scalar Tensor), the first position: the cache index
+            when decoding.
+
+    Returns:
+        float Tensor [T, H].
+    """
+
+    def __init__(self, max_length, hidden_size, initializer=None, **kwargs):
+        super().__init__(**kwargs)
+        self.max_length = int(max_length)
+        self.hidden_size = int(hidden_size)
+        self.initializer = initializer_from(initializer)
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(name="embeddings",
+                                          shape=(self.max_length, self.hidden_size),
+                                          initializer=self.initializer)
+        self.built = True
+
+    def call(self, inputs, start_index=0):
+        length = inputs.shape[1]
+        if length is not None and isinstance(start_index, int) \
+                and start_index + length > self.max_length:
+            raise ValueError(f"{self.name}: positions up to {start_index + length} exceed "
+                             f"the table's {self.max_length} rows")
+        length = ops.shape(inputs)[1]
+        return ops.slice(self.embeddings, (start_index, 0), (length, self.hidden_size))
+
+    def compute_output_spec(self, inputs, start_index=0):
+        return keras.KerasTensor((inputs.shape[1], self.hidden_size), dtype=self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "max_length": self.max_length,
+                "hidden_size": self.hidden_size,
+                "initializer": serialize_initializer(self.initializer)}
 
 
 @keras.saving.register_keras_serializable(package="kbert")
 class BertEmbeddings(keras.layers.Layer):
-    """Sum of token, segment and position embeddings (BERT paper, figure 2).
+    """Sum of token, segment and position embeddings (BERT paper, figure 2), then
+    LayerNorm and dropout.
 
     Sublayers carry the names of Google's checkpoint (`word_embeddings`,
     `token_type_embeddings`, `position_embeddings`, `LayerNorm`).
@@ -40,24 +109,25 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.dropout = dropout
         self.initializer_range = initializer_range
-        init = truncated_normal(initializer_range)
-        self.word_embeddings = keras.layers.Embedding(
-            vocab_size, hidden_size, embeddings_initializer=init, dtype=self.dtype_policy,
-            name="word_embeddings")
+        init = serialize_initializer(initializer_from(None, initializer_range))
+        policy = self.dtype_policy
+        self.word_embeddings = TokenEmbedding(
+            vocab_size, hidden_size, embeddings_initializer=initializer_from(init),
+            dtype=policy, name="word_embeddings")
         self.token_type_embeddings = keras.layers.Embedding(
-            type_vocab_size, hidden_size, embeddings_initializer=init, dtype=self.dtype_policy,
-            name="token_type_embeddings")
-        self.position_embeddings = keras.layers.Embedding(
-            max_position_embeddings, hidden_size, embeddings_initializer=init,
-            dtype=self.dtype_policy, name="position_embeddings")
+            type_vocab_size, hidden_size, embeddings_initializer=initializer_from(init),
+            dtype=policy, name="token_type_embeddings")
+        self.position_embeddings = PositionEmbedding(
+            max_position_embeddings, hidden_size, init, dtype=policy,
+            name="position_embeddings")
         self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name="LayerNorm")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+            epsilon=layer_norm_epsilon, dtype=policy, name="LayerNorm")
+        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
 
     def build(self, token_ids_shape, segment_ids_shape=None):
         self.word_embeddings.build(token_ids_shape)
         self.token_type_embeddings.build(token_ids_shape)
-        self.position_embeddings.build((None,))
+        self.position_embeddings.build()
         self.layer_norm.build(tuple(token_ids_shape) + (self.hidden_size,))
         self.built = True
 
@@ -68,11 +138,9 @@ class BertEmbeddings(keras.layers.Layer):
                 f"{self.name}: sequence length {static_length} exceeds "
                 f"max_position_embeddings={self.max_position_embeddings}; pack the inputs "
                 f"to seq_length <= {self.max_position_embeddings}")
-        seq_length = ops.shape(token_ids)[1]
-        positions = ops.arange(seq_length)  # (T,)
+        positions = self.position_embeddings(token_ids)  # (T, H)
         x = self.word_embeddings(token_ids) + self.token_type_embeddings(segment_ids)  # (B, T, H)
-        x = x + ops.expand_dims(self.position_embeddings(positions), 0)  # (1, T, H) broadcast
-        x = self.layer_norm(x)
+        x = self.layer_norm(x + ops.expand_dims(positions, 0))  # (1, T, H) broadcast
         return self.dropout_layer(x, training=training)
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):

@@ -1,44 +1,59 @@
-"""The post-LayerNorm transformer block of the original BERT."""
+"""The transformer block: post-LayerNorm (BERT, GPT-1) or pre-LayerNorm (GPT-2)."""
+
+from __future__ import annotations
 
 import keras
 
-from kbert.layers.activations import get_activation, truncated_normal
-from kbert.layers.attention import MultiHeadSelfAttention, sequence_output_shape
+from kbert.layers.activations import get_activation
+from kbert.layers.attention import MultiHeadAttention, sequence_output_shape
+from kbert.layers.initializers import initializer_from, serialize_initializer
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class TransformerEncoderBlock(keras.layers.Layer):
-    """x -> LN(x + Drop(Dense(MHSA(x)))) -> LN(y + Drop(Dense(act(Dense(y))))).
+class TransformerBlock(keras.layers.Layer):
+    """Self-attention and feed-forward sublayers, each with a residual connection.
 
-    Post-LN as in Vaswani et al. (2017) and BERT's `modeling.py`. Sublayer names follow
-    Google's checkpoint: `attention` (self query/key/value), `attention_output` (the
-    `attention/output/dense`), `attention_layer_norm`, `intermediate`, `output` and
-    `output_layer_norm`.
+    Post-LN (`norm_first=False`; Vaswani et al. 2017, BERT's `modeling.py`, GPT-1):
+        y = LN1(x + Drop1(Dense_o(MHA(x))));  out = LN2(y + Drop2(Dense_2(act(Dense_1(y)))))
+    Pre-LN (`norm_first=True`; GPT-2, which adds a final LayerNorm after the last block):
+        y = x + Drop1(Dense_o(MHA(LN1(x))));  out = y + Drop2(Dense_2(act(Dense_1(LN2(y)))))
+
+    Sublayer names follow Google's BERT checkpoint: `attention` (query/key/value),
+    `attention_output` (`attention/output/dense`; GPT-2's `attn/c_proj`),
+    `attention_layer_norm` (GPT-2's `ln_1`), `intermediate` (`mlp/c_fc`), `output`
+    (`mlp/c_proj`) and `output_layer_norm` (`ln_2`).
 
     Args:
         hidden_size: H.
         num_heads: N.
-        intermediate_size: width of the feed-forward layer (4H in the paper).
+        intermediate_size: width of the feed-forward layer (4H in the papers).
         hidden_act: "gelu" (erf), "gelu_tanh" or "relu".
-        dropout: dropout on each sublayer's output.
+        dropout: dropout on each sublayer's output (two separate layers).
         attention_dropout: dropout on attention probabilities.
         layer_norm_epsilon: LayerNorm epsilon.
-        initializer_range: stddev of the truncated-normal initializer.
+        norm_first: pre-LN when True, post-LN when False.
+        kernel_initializer: initializer of every kernel (default: BERT's truncated
+            normal, stddev 0.02).
+        output_kernel_initializer: initializer of the two residual projections
+            (`attention_output`, `output`); default `kernel_initializer`. GPT-2 scales
+            its stddev by 1 / sqrt(2 * num_layers).
 
     Call args:
-        x: float Tensor of shape [batch_size, seq_length, hidden_size].
-        attention_bias: float Tensor of shape [batch_size, 1, 1, seq_length].
+        x: float Tensor [B, T, H].
+        attention_bias, attention_mask, causal, cache, cache_index: as for
+            `MultiHeadAttention`.
         output_range: None, or R: compute only the first R positions' outputs (all
-            positions are still attended to); the returned Tensor is then
-            [batch_size, R, hidden_size] and equals the first R rows without it.
+            positions are still attended to); the result is then [B, R, H] and equals
+            the first R rows without it.
 
     Returns:
-        float Tensor of shape [batch_size, seq_length, hidden_size].
+        float Tensor [B, T, H]; with `cache`, the pair (output, updated cache).
     """
 
     def __init__(self, hidden_size, num_heads, intermediate_size, hidden_act="gelu",
                  dropout=0.1, attention_dropout=0.1, layer_norm_epsilon=1e-12,
-                 initializer_range=0.02, **kwargs):
+                 norm_first=False, kernel_initializer=None, output_kernel_initializer=None,
+                 **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
@@ -47,26 +62,36 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.dropout = dropout
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
-        self.initializer_range = initializer_range
-        init = truncated_normal(initializer_range)
+        self.norm_first = bool(norm_first)
+        self.kernel_initializer = initializer_from(kernel_initializer)
+        self.output_kernel_initializer = (self.kernel_initializer
+                                          if output_kernel_initializer is None
+                                          else initializer_from(output_kernel_initializer))
         policy = self.dtype_policy
-        self.attention = MultiHeadSelfAttention(
-            hidden_size, num_heads, attention_dropout, initializer_range, dtype=policy,
-            name="attention")
-        self.attention_output = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, dtype=policy, name="attention_output")
-        self.attention_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=policy, name="attention_layer_norm")
-        self.intermediate = keras.layers.Dense(
-            intermediate_size, activation=get_activation(hidden_act), kernel_initializer=init,
-            dtype=policy, name="intermediate")
-        self.output_dense = keras.layers.Dense(
-            hidden_size, kernel_initializer=init, dtype=policy, name="output")
-        self.output_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=policy, name="output_layer_norm")
-        self.dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
 
-    def build(self, x_shape, attention_bias_shape=None):
+        def dense(width, name, init, activation=None):
+            return keras.layers.Dense(width, activation=activation, kernel_initializer=init,
+                                      dtype=policy, name=name)
+
+        def norm(name):
+            return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy,
+                                                   name=name)
+
+        self.attention = MultiHeadAttention(
+            hidden_size, num_heads, attention_dropout,
+            kernel_initializer=serialize_initializer(self.kernel_initializer), dtype=policy,
+            name="attention")
+        self.attention_output = dense(hidden_size, "attention_output",
+                                      self.output_kernel_initializer)
+        self.attention_layer_norm = norm("attention_layer_norm")
+        self.intermediate = dense(intermediate_size, "intermediate", self.kernel_initializer,
+                                  activation=get_activation(hidden_act))
+        self.output_dense = dense(hidden_size, "output", self.output_kernel_initializer)
+        self.output_layer_norm = norm("output_layer_norm")
+        self.attention_output_dropout = keras.layers.Dropout(dropout, dtype=policy)
+        self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
+
+    def build(self, x_shape, *args, **kwargs):
         self.attention.build(x_shape)
         self.attention_output.build(x_shape)
         self.attention_layer_norm.build(x_shape)
@@ -75,25 +100,42 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.output_layer_norm.build(x_shape)
         self.built = True
 
-    def call(self, x, attention_bias=None, training=None, output_range=None):
-        attn = self.attention(x, attention_bias, training=training,
+    def call(self, x, attention_bias=None, attention_mask=None, causal=False, cache=None,
+             cache_index=None, training=None, output_range=None):
+        attention_in = self.attention_layer_norm(x) if self.norm_first else x
+        attn = self.attention(attention_in, attention_bias=attention_bias,
+                              attention_mask=attention_mask, causal=causal, cache=cache,
+                              cache_index=cache_index, training=training,
                               output_range=output_range)  # (B, T, H), or (B, R, H)
+        if cache is not None:
+            attn, cache = attn
         if output_range is not None:
             x = x[:, :output_range]
-        attn = self.dropout_layer(self.attention_output(attn), training=training)
-        x = self.attention_layer_norm(x + attn)
-        ffn = self.output_dense(self.intermediate(x))  # (B, T, I) -> (B, T, H)
-        ffn = self.dropout_layer(ffn, training=training)
-        return self.output_layer_norm(x + ffn)
+        attn = self.attention_output_dropout(self.attention_output(attn), training=training)
+        if self.norm_first:
+            x = x + attn
+            ffn = self.output_dense(self.intermediate(self.output_layer_norm(x)))  # (B, T, H)
+            x = x + self.output_dropout(ffn, training=training)
+        else:
+            x = self.attention_layer_norm(x + attn)
+            ffn = self.output_dense(self.intermediate(x))  # (B, T, I) -> (B, T, H)
+            x = self.output_layer_norm(x + self.output_dropout(ffn, training=training))
+        return x if cache is None else (x, cache)
 
-    def compute_output_spec(self, x, attention_bias=None, training=None, output_range=None):
-        return keras.KerasTensor(sequence_output_shape(x.shape, output_range),
-                                 dtype=self.compute_dtype)
+    def compute_output_spec(self, x, attention_bias=None, attention_mask=None, causal=False,
+                            cache=None, cache_index=None, training=None, output_range=None):
+        out = keras.KerasTensor(sequence_output_shape(x.shape, output_range),
+                                dtype=self.compute_dtype)
+        if cache is None:
+            return out
+        return out, keras.KerasTensor(cache.shape, dtype=cache.dtype)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "num_heads": self.num_heads, "intermediate_size": self.intermediate_size,
                 "hidden_act": self.hidden_act, "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "initializer_range": self.initializer_range}
+                "layer_norm_epsilon": self.layer_norm_epsilon, "norm_first": self.norm_first,
+                "kernel_initializer": serialize_initializer(self.kernel_initializer),
+                "output_kernel_initializer": serialize_initializer(
+                    self.output_kernel_initializer)}

@@ -7,14 +7,11 @@ import os
 import keras
 from keras import ops
 
-from kbert.layers.activations import truncated_normal
 from kbert.layers.embeddings import BertEmbeddings
-from kbert.layers.transformer import TransformerEncoderBlock
+from kbert.layers.initializers import truncated_normal
+from kbert.layers.masks import padding_bias
+from kbert.layers.transformer import TransformerBlock
 from kbert.models.bert.config import BertConfig
-
-# Added to attention scores at padded keys; modeling.py uses -10000.0. exp(-10000) is
-# 0 in float32, and the value fits float16 and bfloat16.
-_MASK_BIAS = -10000.0
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -63,13 +60,12 @@ class BertEncoder(keras.Model):
             embeddings, blocks, pooler = _new_layers(config, dtype)
 
         x = embeddings(token_ids, segment_ids)
-        # (B, T) -> (B, 1, 1, T): 0 on real keys, -10000 on padding.
-        mask = ops.cast(padding_mask, "float32")
-        attention_bias = ops.expand_dims(ops.expand_dims((1.0 - mask) * _MASK_BIAS, 1), 1)
+        attention_bias = padding_bias(padding_mask)  # (B, 1, 1, T): 0 or -10000
         hidden_states = [x]
         for i, block in enumerate(blocks):
             last = i == len(blocks) - 1
-            x = block(x, attention_bias, output_range=output_range if last else None)
+            x = block(x, attention_bias=attention_bias,
+                      output_range=output_range if last else None)
             hidden_states.append(x)
         pooled = pooler(x[:, 0, :])  # (B, H) from the [CLS] position
         super().__init__(
@@ -165,12 +161,14 @@ def _new_layers(config: BertConfig, dtype):
         config.vocab_size, config.hidden_size, config.max_position_embeddings,
         config.type_vocab_size, config.layer_norm_epsilon, config.dropout,
         config.initializer_range, dtype=dtype, name="embeddings")
+    init = keras.initializers.serialize(truncated_normal(config.initializer_range))
     blocks = [
-        TransformerEncoderBlock(
+        TransformerBlock(
             config.hidden_size, config.num_heads, config.intermediate_size,
-            config.hidden_act, config.dropout, config.attention_dropout,
-            config.layer_norm_epsilon, config.initializer_range, dtype=dtype,
-            name=f"transformer_layer_{i}")
+            hidden_act=config.hidden_act, dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            layer_norm_epsilon=config.layer_norm_epsilon, norm_first=False,
+            kernel_initializer=init, dtype=dtype, name=f"transformer_layer_{i}")
         for i in range(config.num_layers)
     ]
     pooler = keras.layers.Dense(

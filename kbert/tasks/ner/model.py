@@ -6,7 +6,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from kbert.layers.activations import truncated_normal
+from kbert.layers.initializers import truncated_normal
 from kbert.layers.scalar_mix import ScalarMix
 
 LAYER_CHOICES = ("last", "sum_last4", "concat_last4", "sum_all", "scalar_mix",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from kbert.layers.activations import truncated_normal
+from kbert.layers.initializers import truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="kbert")
