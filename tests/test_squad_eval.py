@@ -185,7 +185,7 @@ def _generated(version: str, seed: int):
 @pytest.mark.parity
 @pytest.mark.parametrize("seed", [0, 1])
 def test_v1_equals_the_official_script(seed):
-    from references import squad_official
+    from tests.references import squad_official
 
     official = squad_official("v1.1")
     data, preds, _ = _generated("v1.1", seed)
@@ -200,7 +200,7 @@ def test_v1_equals_the_official_script(seed):
 @pytest.mark.parity
 @pytest.mark.parametrize("seed", [0, 1])
 def test_v2_equals_the_official_script(seed):
-    from references import squad_official
+    from tests.references import squad_official
 
     official = squad_official("v2.0")
     data, preds, na = _generated("v2.0", seed)
