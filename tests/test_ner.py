@@ -186,8 +186,9 @@ def test_trimmed_batches_give_the_same_token_loss_and_gradients(mode):
     cfg = kbert.BertConfig(vocab_size=40, hidden_size=16, num_layers=2, num_heads=2,
                            intermediate_size=24, max_position_embeddings=64, dropout=0.0,
                            attention_dropout=0.0)
-    model = ner.build_model(kbert.BertEncoder(cfg), 5, mode, "scalar_mix", lstm_units=8,
-                            dropout=0.0)
+    encoder = kbert.BertEncoder(cfg)
+    ner.prepare_encoder(encoder, mode)
+    model = ner.build_model(encoder, 5, mode, "scalar_mix", lstm_units=8, dropout=0.0)
     rng = np.random.default_rng(0)
     lengths = np.array([9, 3, 14, 6])
     mask = (np.arange(64)[None] < lengths[:, None]).astype("int32")

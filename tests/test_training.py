@@ -112,19 +112,16 @@ def test_trimmed_batches_train_as_padded_ones_also_on_two_replicas():
 
 
 def test_task_commands_trim_except_on_tpu_and_multi_worker(caplog):
-    import argparse
-
     from kbert.tasks.common import trim_multiple
 
-    args = argparse.Namespace(trim_padding=16, max_seq_length=64)
-    assert trim_multiple(args, tf.distribute.get_strategy()) == 16
-    assert trim_multiple(args, training.resolve_strategy("mirrored")) == 16
+    assert trim_multiple(16, tf.distribute.get_strategy(), 64) == 16
+    assert trim_multiple(16, training.resolve_strategy("mirrored"), 64) == 16
     multi_worker = tf.distribute.MultiWorkerMirroredStrategy.__new__(
         tf.distribute.MultiWorkerMirroredStrategy)  # the type is what is checked
     with caplog.at_level("INFO"):
-        assert trim_multiple(args, multi_worker) == 0
+        assert trim_multiple(16, multi_worker, 64) == 0
     assert "multi_worker: batches keep max_seq_length=64" in caplog.text
-    assert trim_multiple(argparse.Namespace(trim_padding=0), multi_worker) == 0
+    assert trim_multiple(0, multi_worker, 64) == 0
 
 
 def _free_ports(n):

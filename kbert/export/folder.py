@@ -1,8 +1,9 @@
 """Task folders: what a kbert task run leaves for `python -m kbert.export --model_dir`.
 
-A task folder holds `model.keras` (the fine-tuned model), `vocab.txt` and
-`tokenizer_config.json` (the tokenizer), and `kbert_task.json`: the task name and the
-settings its export needs (sequence length, labels, SQuAD window settings, ...).
+A task folder holds `model.keras` (the fine-tuned model), the tokenizer's files (its
+`assets()`, e.g. `vocab.txt`, and `tokenizer_config.json`), and `kbert_task.json`: the
+task name, the model family, and the settings its export needs (sequence length,
+labels, SQuAD window settings, ...).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **sett
     """Writes model, tokenizer and task settings into `path`, each file atomically."""
     if task not in TASKS:
         raise ValueError(f"task {task!r}: expected one of {TASKS}")
+    from kbert.models.interface import find_encoder
+
+    encoder = find_encoder(model)
+    family = encoder.family if encoder is not None else "bert"
     os.makedirs(path, exist_ok=True)
     tokenizer.save_pretrained(path)
     target = os.path.join(path, "model.keras")
@@ -29,14 +34,15 @@ def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **sett
     model.save(tmp)
     os.replace(tmp, target)
     with atomic_file(os.path.join(path, TASK_FILE)) as f:
-        json.dump({"task": task, "settings": settings}, f, indent=2, ensure_ascii=False)
+        json.dump({"task": task, "family": family, "settings": settings}, f, indent=2,
+                  ensure_ascii=False)
 
 
 def load_task_folder(path: str):
     """(task, model, tokenizer, settings) from a task folder."""
     import importlib
 
-    from kbert import BertTokenizer
+    from kbert.models import registry
 
     for module in ("kbert.tasks.squad", "kbert.tasks.glue", "kbert.tasks.ner"):
         try:  # registers the task heads for deserialization
@@ -53,29 +59,34 @@ def load_task_folder(path: str):
     for key in ("task", "settings"):
         if key not in info:
             raise ValueError(f"{task_file}: missing field {key!r}")
+    family = registry.get_family(info.get("family", "bert"))  # older folders: BERT
     model = keras.saving.load_model(os.path.join(path, "model.keras"), compile=False)
-    tokenizer = BertTokenizer.from_pretrained(path)
+    tokenizer = family.tokenizer_class.from_pretrained(path)
     return info["task"], model, tokenizer, dict(info["settings"])
 
 
 def export_from_folder(model_dir: str, task: str, export_dir: str, *,
                        serving_version: str | None = None, seq_length: int | None = None) -> str:
-    """Exports the model of a task folder (or, for "embeddings", a BERT folder)."""
+    """Exports the model of a task folder (or, for "embeddings", a model folder of any
+    registered family)."""
     from kbert.export import ops as ops_lib
     from kbert.export import saved_model
 
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
     if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
-        from kbert import BertEncoder, BertTokenizer
+        from kbert.models.registry import family_of_folder
 
-        encoder = BertEncoder.from_pretrained(model_dir)
-        tokenizer = BertTokenizer.from_pretrained(model_dir)
+        family = family_of_folder(model_dir)
+        encoder = family.encoder_class.from_pretrained(model_dir)
+        tokenizer = family.tokenizer_class.from_pretrained(model_dir)
         return saved_model.export_embeddings(encoder, tokenizer, export_dir,
                                              seq_length=seq_length or 128,
                                              serving_version=version)
     saved_task, model, tokenizer, settings = load_task_folder(model_dir)
     if task == "embeddings":
-        encoder = saved_model._find_encoder(model)
+        from kbert.models.interface import find_encoder
+
+        encoder = find_encoder(model)
         return saved_model.export_embeddings(
             encoder, tokenizer, export_dir, serving_version=version,
             seq_length=seq_length or settings.get("seq_length", settings.get(

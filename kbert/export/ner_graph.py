@@ -11,8 +11,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from kbert.export import ops as ops_lib
-from kbert.export.saved_model import (SAMPLE_TEXTS, _check_seq_length, _prepare, _save,
-                                      _ServingModule)
+from kbert.export.base import SAMPLE_TEXTS, ServingModule, check_seq_length, save_export
 from kbert.export.squad_graph import byte_to_char_offsets
 
 _PREFIX = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
@@ -25,7 +24,7 @@ def ner_windows(tokenizer, text, seq_length: int):
     n_words = w_start.row_lengths()
     surface = tf.strings.substr(tf.repeat(text, n_words), w_start.flat_values,
                                 w_end.flat_values - w_start.flat_values, unit="BYTE")
-    pieces = tokenizer._tokenize_with_offsets(surface)[0]  # [words, (pieces)]
+    pieces = tokenizer.tokenize(surface)  # [words, (pieces)]
     n = tf.shape(surface, out_type=tf.int64)[0]
     unk = tf.RaggedTensor.from_row_lengths(
         tf.fill([n], tf.constant(tokenizer.unk_id, tf.int64)), tf.ones([n], tf.int64))
@@ -105,8 +104,8 @@ def export_ner(model, tokenizer, export_dir: str, labels, *, seq_length: int = 1
     labels = [str(label) for label in labels]
     if seq_length < 3:
         raise ValueError(f"seq_length={seq_length} leaves no room for words")
-    _check_seq_length(model, seq_length)
-    module = _ServingModule(model, tokenizer, _prepare(tokenizer))
+    check_seq_length(model, seq_length)
+    module = ServingModule(model, tokenizer)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def serve(text):
@@ -117,4 +116,4 @@ def export_ner(model, tokenizer, export_dir: str, labels, *, seq_length: int = 1
 
     module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
-    return _save(module, serve, export_dir, warmup, serving_version)
+    return save_export(module, serve, export_dir, warmup, serving_version)

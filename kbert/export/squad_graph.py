@@ -60,9 +60,9 @@ def squad_windows(tokenizer, question, context, max_seq_length: int, doc_stride:
         `byte_end`, RaggedTensors [batch, (tokens)]).
     """
     # Cut the question so that at least one context token fits in each window.
-    q_ids = tokenizer._tokenize_with_offsets(question)[0][
+    q_ids = tokenizer.tokenize(question)[
         :, :min(max_query_length, max_seq_length - 4)]
-    c_ids, c_start, c_end = tokenizer._tokenize_with_offsets(context)
+    c_ids, c_start, c_end = tokenizer.tokenize_with_offsets(context)
     q_len, c_len = q_ids.row_lengths(), c_ids.row_lengths()
     window = max_seq_length - 3 - q_len  # >= 1
     step = tf.minimum(window, doc_stride)

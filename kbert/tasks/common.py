@@ -1,5 +1,8 @@
 """What the task command lines share: model and training flags, and building the
-tokenizer and encoder from `--init_from` or from scratch."""
+tokenizer and encoder from a model folder (any registered family) or from scratch.
+
+The builders take explicit arguments; `tokenizer_options` and `encoder_options`
+translate the command lines' flags into them."""
 
 from __future__ import annotations
 
@@ -10,7 +13,9 @@ import numpy as np
 import tensorflow as tf
 
 from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
+from kbert.models import registry
 from kbert.models.bert.encoder import init_sinusoidal_positions
+from kbert.tokenizers.base import Tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -19,8 +24,9 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
                     init_help: str = "", position_init: str = "normal"
                     ) -> argparse._ArgumentGroup:
     group = parser.add_argument_group("model")
-    group.add_argument("--init_from", help="kbert, Hugging Face or Google BERT folder (with "
-                                           "vocab.txt); none: train from scratch" + init_help)
+    group.add_argument("--init_from", help="a model folder (kbert, Hugging Face or Google "
+                                           "BERT, with its vocabulary); none: train from "
+                                           "scratch" + init_help)
     group.add_argument("--preset", default="demo",
                        help=f"BertConfig preset when training from scratch ('demo': {demo})")
     group.add_argument("--vocab_size", type=int, default=vocab_size,
@@ -69,45 +75,69 @@ def add_training_flags(group, *, learning_rate, epochs, output_dir: str, export_
                        help="seed for initialization and shuffling")
 
 
-def trim_multiple(args, strategy) -> int:
-    """--trim_padding, or 0 on a TPU (it wants one batch shape) and with several
+def trim_multiple(trim_padding: int, strategy, seq_length: int) -> int:
+    """`trim_padding`, or 0 on a TPU (it wants one batch shape) and with several
     workers (each would cut its own batches to other lengths than the others')."""
-    if not args.trim_padding:
+    if not trim_padding:
         return 0
     where = ("TPU" if isinstance(strategy, tf.distribute.TPUStrategy) else "multi_worker"
              if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) else None)
     if where:
         logger.info("%s: batches keep max_seq_length=%d (--trim_padding is off)", where,
-                    args.max_seq_length)
+                    seq_length)
         return 0
-    return args.trim_padding
+    return trim_padding
 
 
-def build_tokenizer(args, texts, default_lowercase: bool = True) -> BertTokenizer:
-    """From `--init_from`, or a WordPiece vocabulary learned from `texts`."""
-    lowercase = None if args.do_lower_case is None else bool(args.do_lower_case)
-    if args.init_from:
-        return BertTokenizer.from_pretrained(args.init_from, lowercase=lowercase,
-                                             seq_length=args.max_seq_length)
+def build_tokenizer(texts, *, init_from: str | None = None, lowercase: bool | None = None,
+                    default_lowercase: bool = True, vocab_size: int = 8000,
+                    seq_length: int = 128) -> Tokenizer:
+    """The tokenizer of the model folder `init_from` (any registered family), or, from
+    scratch, a `BertTokenizer` with a WordPiece vocabulary of about `vocab_size` learned
+    from `texts`. `lowercase` overrides the folder's casing (None: the folder's, or
+    `default_lowercase` from scratch)."""
+    if init_from:
+        family = registry.family_of_folder(init_from)
+        options = {"seq_length": seq_length}
+        if lowercase is not None:
+            options["lowercase"] = lowercase
+        return family.tokenizer_class.from_pretrained(init_from, **options)
     lowercase = default_lowercase if lowercase is None else lowercase
-    vocab = build_vocab(list(dict.fromkeys(texts)), vocab_size=args.vocab_size, min_count=1,
+    vocab = build_vocab(list(dict.fromkeys(texts)), vocab_size=vocab_size, min_count=1,
                         lowercase=lowercase)
-    return BertTokenizer(vocab, lowercase=lowercase, seq_length=args.max_seq_length)
+    return BertTokenizer(vocab, lowercase=lowercase, seq_length=seq_length)
 
 
-def build_encoder(args, tokenizer, demo_config: dict) -> BertEncoder:
-    """From `--init_from`, or a new encoder (`--preset`; "demo" is `demo_config`) whose
-    position embeddings start as `--position_init` says."""
-    if args.init_from:
-        return BertEncoder.from_pretrained(args.init_from)
+def build_encoder(tokenizer, *, init_from: str | None = None, preset: str = "demo",
+                  demo_config: dict | None = None, seq_length: int = 128,
+                  position_init: str = "normal"):
+    """The encoder of the model folder `init_from` (any registered family), or a new
+    BERT of `preset` ("demo": `demo_config`) sized to the tokenizer's vocabulary, whose
+    position embeddings start as `position_init` says ("normal" or "sinusoidal")."""
+    if init_from:
+        return registry.family_of_folder(init_from).encoder_class.from_pretrained(init_from)
     overrides = dict(vocab_size=tokenizer.vocab_size,
-                     max_position_embeddings=max(args.max_seq_length, 64))
-    config = (BertConfig(**demo_config, **overrides) if args.preset == "demo"
-              else BertConfig.preset(args.preset, **overrides))
+                     max_position_embeddings=max(seq_length, 64))
+    config = (BertConfig(**(demo_config or {}), **overrides) if preset == "demo"
+              else BertConfig.preset(preset, **overrides))
     encoder = BertEncoder(config)
-    if getattr(args, "position_init", "normal") == "sinusoidal":
+    if position_init == "sinusoidal":
         init_sinusoidal_positions(encoder)
     return encoder
+
+
+def tokenizer_options(args, default_lowercase: bool = True) -> dict:
+    """`build_tokenizer`'s arguments from the model flags."""
+    return dict(init_from=args.init_from, default_lowercase=default_lowercase,
+                lowercase=None if args.do_lower_case is None else bool(args.do_lower_case),
+                vocab_size=args.vocab_size, seq_length=args.max_seq_length)
+
+
+def encoder_options(args, demo_config: dict) -> dict:
+    """`build_encoder`'s arguments from the model flags."""
+    return dict(init_from=args.init_from, preset=args.preset, demo_config=demo_config,
+                seq_length=args.max_seq_length,
+                position_init=getattr(args, "position_init", "normal"))
 
 
 def char_offset_table(text: str) -> np.ndarray:

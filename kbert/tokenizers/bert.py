@@ -20,14 +20,14 @@ punctuation and CJK, per-piece cleaning and normalization, then FastWordpiece.
 
 from __future__ import annotations
 
-import json
 import os
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from kbert.io import atomic_file, read_json
-from kbert.tokenizers import unicode_tables
+from kbert.io import read_json
+from kbert.tokenizers import packing, unicode_tables
+from kbert.tokenizers.base import Tokenizer
 
 MAX_CHARS_PER_WORD = 200  # max_input_chars_per_word of Google's WordpieceTokenizer
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -45,7 +45,7 @@ def load_vocab(path: str | os.PathLike) -> list[str]:
     return vocab
 
 
-class BertTokenizer(tf.Module):
+class BertTokenizer(Tokenizer):
     """WordPiece tokenizer with BERT's normalization, in TF graph ops.
 
     Works eagerly, inside `tf.data.Dataset.map` and inside exported SavedModels.
@@ -161,16 +161,12 @@ class BertTokenizer(tf.Module):
             x = tf.strings.regex_replace(x, self._mn, "")
         return x
 
-    @staticmethod
-    def _as_batch(texts) -> tf.Tensor:
-        texts = tf.convert_to_tensor(texts, dtype=tf.string)
-        if texts.shape.rank != 1:
-            raise ValueError("BertTokenizer takes a batch: a 1-D tf.string tensor [batch], "
-                             f"got shape {texts.shape}")
-        return texts
+    @property
+    def supports_pairs(self) -> bool:
+        return True
 
     def _words(self, texts, with_offsets: bool):
-        texts = self._as_batch(texts)
+        texts = self.as_batch(texts)
         # regex_split stops at a NUL byte; NUL is deleted as a control character
         # anyway, so swap it for another one-byte control character (same offsets).
         texts = tf.strings.regex_replace(texts, "\\x00", "\x01")
@@ -210,7 +206,7 @@ class BertTokenizer(tf.Module):
             normalization changed a word's byte length (accents, case changes that
             resize), each of its tokens spans the whole original word.
         """
-        texts = self._as_batch(texts)
+        texts = self.as_batch(texts)
         if tf.executing_eagerly():  # one compiled call instead of ~40 eager ops
             return self._compiled_tokenize(texts)
         return self._tokenize_with_offsets(texts)
@@ -264,77 +260,26 @@ class BertTokenizer(tf.Module):
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """WordPiece ids, no special tokens: int64 RaggedTensor [batch_size, (tokens)]."""
-        texts = self._as_batch(texts)
+        texts = self.as_batch(texts)
         if tf.executing_eagerly():
             return self._compiled_ids(texts)
         return self._tokenize_ids(texts)
 
     # ---------------------------------------------------------------- packing
-    @staticmethod
-    def truncate_pair_lengths(len_a, len_b, budget):
-        """Lengths kept by longest-first truncation of a pair (the reference's
-        `_truncate_seq_pair`: drop the last token of the longer, ties from b).
-
-        Args:
-            len_a, len_b: int64 Tensors [batch_size]; budget: int, tokens available.
-
-        Returns:
-            (keep_a, keep_b), int64 Tensors [batch_size].
-        """
-        m = tf.cast(budget, tf.int64)  # may be a Python int or a scalar tensor
-        half_a, half_b = (m + 1) // 2, m // 2
-        over = len_a + len_b > m
-        keep_a = tf.where(len_a <= half_a, len_a, tf.where(len_b <= half_b, m - len_b, half_a))
-        keep_a = tf.where(over, keep_a, len_a)
-        keep_b = tf.where(over, m - keep_a, len_b)
-        return keep_a, keep_b
-
-    @staticmethod
-    def _truncate(ids: tf.RaggedTensor, keep) -> tf.RaggedTensor:
-        positions = tf.ragged.range(ids.row_lengths())
-        return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(keep, 1))
+    truncate_pair_lengths = staticmethod(packing.truncate_pair_lengths)
 
     def pack(self, ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None = None,
              seq_length: int | None = None) -> dict:
-        """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, truncated and padded.
+        """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, truncated and padded
+        (`kbert.tokenizers.packing.pack_bert`).
 
         Returns:
             dict of int32 Tensors [batch_size, seq_length]: `token_ids`,
             `segment_ids`, `padding_mask`.
         """
-        if seq_length is None:
-            seq_length = self.seq_length
-        specials = 2 if ids_b is None else 3
-        if isinstance(seq_length, int) and seq_length < specials:
-            raise ValueError(f"seq_length={seq_length} leaves no room for special tokens")
-        budget = tf.cast(seq_length, tf.int64) - specials
-        ids_a = tf.cast(ids_a, tf.int64)
-        batch = ids_a.nrows()
-        col = lambda v: tf.RaggedTensor.from_row_lengths(  # noqa: E731
-            tf.fill([batch], tf.constant(v, tf.int64)), tf.ones([batch], tf.int64),
-            validate=False)
-        cls, sep = col(self.cls_id), col(self.sep_id)
-        if ids_b is None:
-            a = self._truncate(ids_a, tf.fill([batch], budget))
-            tokens = tf.concat([cls, a, sep], axis=1)
-            segments = tf.zeros_like(tokens)
-        else:
-            ids_b = tf.cast(ids_b, tf.int64)
-            keep_a, keep_b = self.truncate_pair_lengths(
-                ids_a.row_lengths(), ids_b.row_lengths(), budget)
-            a, b = self._truncate(ids_a, keep_a), self._truncate(ids_b, keep_b)
-            tokens = tf.concat([cls, a, sep, b, sep], axis=1)
-            segments = tf.concat(
-                [tf.zeros_like(cls), tf.zeros_like(a), tf.zeros_like(sep),
-                 tf.ones_like(b), tf.ones_like(sep)], axis=1)
-        # A Python int keeps the static shape [batch, seq_length] (TPU-friendly).
-        shape = [None, seq_length] if isinstance(seq_length, int) else tf.stack(
-            [batch, tf.cast(seq_length, tf.int64)])
-        return {
-            "token_ids": tf.cast(tokens.to_tensor(self.pad_id, shape=shape), tf.int32),
-            "segment_ids": tf.cast(segments.to_tensor(0, shape=shape), tf.int32),
-            "padding_mask": tf.cast(tf.ones_like(tokens).to_tensor(0, shape=shape), tf.int32),
-        }
+        return packing.pack_bert(ids_a, ids_b, self.seq_length if seq_length is None
+                                 else seq_length, cls_id=self.cls_id, sep_id=self.sep_id,
+                                 pad_id=self.pad_id)
 
     def __call__(self, texts, texts_b=None, seq_length: int | None = None) -> dict:
         """Tokenizes and packs texts (and pairs) into BertEncoder inputs.
@@ -350,8 +295,12 @@ class BertTokenizer(tf.Module):
         seq_length = int(seq_length or self.seq_length)
         if seq_length < (2 if texts_b is None else 3):
             raise ValueError(f"seq_length={seq_length} leaves no room for special tokens")
-        texts = self._as_batch(texts)
-        texts_b = None if texts_b is None else self._as_batch(texts_b)
+        texts = self.as_batch(texts)
+        texts_b = None if texts_b is None else self.as_batch(texts_b, "texts_b")
+        if texts_b is not None and None not in (texts.shape[0], texts_b.shape[0]) \
+                and texts.shape[0] != texts_b.shape[0]:
+            raise ValueError(f"texts_b: a pair needs as many second texts as first texts, "
+                             f"got {texts_b.shape[0]} for {texts.shape[0]}")
         if not tf.executing_eagerly():
             return self._encode(texts, texts_b, seq_length)
         # Eagerly, one compiled function per input arity, seq_length a tensor argument.
@@ -418,12 +367,11 @@ class BertTokenizer(tf.Module):
             settings["lowercase"] = lowercase
         return cls(vocab_file, **{**settings, **kwargs})
 
-    def save_pretrained(self, path: str | os.PathLike) -> None:
-        """Writes `vocab.txt` and `tokenizer_config.json` (Hugging Face's keys)."""
-        path = os.fspath(path)
-        with atomic_file(os.path.join(path, "vocab.txt")) as f:
-            f.write("".join(t + "\n" for t in self._vocab))
-        with atomic_file(os.path.join(path, "tokenizer_config.json")) as f:
-            json.dump({"do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
-                       "tokenizer_class": "BertTokenizer",
-                       "model_max_length": self.seq_length}, f, indent=2)
+    def assets(self) -> dict[str, str]:
+        """`vocab.txt`: one token per line, the line number is the id."""
+        return {"vocab.txt": "".join(t + "\n" for t in self._vocab)}
+
+    def config(self) -> dict:
+        """Hugging Face's `tokenizer_config.json` keys."""
+        return {"do_lower_case": self.lowercase, "strip_accents": self.strip_accents,
+                "tokenizer_class": "BertTokenizer", "model_max_length": self.seq_length}

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-from typing import Any
+from typing import Any, ClassVar
+
+from kbert.models.config import ModelConfig
 
 # Hugging Face / Google activation names -> kbert's. "gelu" is the exact erf form
 # (Hugging Face's "gelu"); Google's TF1 modeling.py computes the tanh approximation,
@@ -22,7 +23,7 @@ _ACTIVATION_ALIASES = {
 
 
 @dataclasses.dataclass
-class BertConfig:
+class BertConfig(ModelConfig):
     """Hyper-parameters of a BERT encoder (Devlin et al., 2019, section 3).
 
     Example:
@@ -58,8 +59,9 @@ class BertConfig:
                 f"num_heads={self.num_heads}"
             )
 
-    # Published sizes (Turc et al., 2019 "Well-Read Students" for tiny..medium).
-    _PRESETS = {
+    family: ClassVar[str] = "bert"
+    # Published sizes (Turc et al., 2019 "Well-Read Students" for mini..medium).
+    PRESETS: ClassVar[dict[str, dict]] = {
         "tiny": dict(vocab_size=99, hidden_size=32, num_layers=2, num_heads=4,
                      intermediate_size=37, max_position_embeddings=64),
         "mini": dict(hidden_size=256, num_layers=4, num_heads=4, intermediate_size=1024),
@@ -70,28 +72,12 @@ class BertConfig:
     }
 
     @classmethod
-    def preset(cls, name: str, **overrides) -> "BertConfig":
-        """A published size: `tiny` (tests), `mini`, `small`, `medium`, `base`, `large`."""
-        if name not in cls._PRESETS:
-            raise ValueError(f"Unknown BertConfig preset {name!r}; choose from {sorted(cls._PRESETS)}")
-        return cls(**{**cls._PRESETS[name], **overrides})
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def is_reference_dict(cls, d: dict[str, Any]) -> bool:
+        """Google's `bert_config.json` and Hugging Face's `config.json` keys."""
+        return "num_hidden_layers" in d or "num_attention_heads" in d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "BertConfig":
-        """Reads kbert's own keys, or Google's / Hugging Face's config keys."""
-        if "num_hidden_layers" in d or "num_attention_heads" in d:
-            return cls._from_reference_dict(d)
-        fields = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(d) - fields - {"kbert_model", "kbert_version"})
-        if unknown:
-            raise ValueError(f"Unknown BertConfig field(s): {unknown}")
-        return cls(**{k: v for k, v in d.items() if k in fields})
-
-    @classmethod
-    def _from_reference_dict(cls, d: dict[str, Any]) -> "BertConfig":
+    def from_reference_dict(cls, d: dict[str, Any]) -> "BertConfig":
         required = ["vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                     "intermediate_size"]
         missing = [k for k in required if k not in d]
@@ -118,25 +104,9 @@ class BertConfig:
         )
 
     @classmethod
-    def from_json_file(cls, path: str | os.PathLike) -> "BertConfig":
-        """Reads kbert's `config.json`, Hugging Face's `config.json` or Google's
-        `bert_config.json`. For Google's file, `"gelu"` means the tanh approximation,
+    def adjust_file_dict(cls, path: str, d: dict[str, Any]) -> dict[str, Any]:
+        """For Google's `bert_config.json`, `"gelu"` means the tanh approximation,
         since that is what the checkpoint's reference code (modeling.py) computes."""
-        from kbert.io import read_json
-
-        path = os.fspath(path)
-        d = read_json(path)
-        if not isinstance(d, dict):
-            raise ValueError(f"{path}: expected a JSON object")
-        is_google = os.path.basename(path) == "bert_config.json"
-        if is_google and d.get("hidden_act", "gelu") == "gelu":
-            d = {**d, "hidden_act": "gelu_tanh"}
-        try:
-            return cls.from_dict(d)
-        except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}: {e}") from None
-
-    def to_json_file(self, path: str | os.PathLike) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump({"kbert_model": "BertEncoder", **self.to_dict()}, f, indent=2, sort_keys=True)
-            f.write("\n")
+        if os.path.basename(path) == "bert_config.json" and d.get("hidden_act", "gelu") == "gelu":
+            return {**d, "hidden_act": "gelu_tanh"}
+        return d

@@ -1,4 +1,4 @@
-"""Sentence(-pair) classification and regression on BERT's pooled output."""
+"""Sentence(-pair) classification and regression on an encoder's sentence vector."""
 
 from __future__ import annotations
 
@@ -49,20 +49,20 @@ def build_classifier(encoder, num_labels: int, regression: bool = False) -> kera
     """Encoder inputs -> {"logits": [batch, num_labels]}, or {"score": [batch]} for
     regression (one output, trained with mean squared error).
 
-    The model holds `encoder.with_output_range(1)`: the same layers and weights, with
-    the last layer computed for the [CLS] position only, the one the pooler reads.
-    Outputs and gradients are those of the full encoder; a training step is cheaper
-    by most of one layer (measured in `benchmarks/bench_bert.py`).
+    Built through the model interface (`kbert.models.interface.EncoderModel`): the head
+    reads `pooled_output` from `encoder.sentence_encoder()`, which for BERT is
+    `with_output_range(1)`: the same layers and weights, with the last layer computed
+    for the [CLS] position only, the one the pooler reads. Outputs and gradients are
+    those of the full encoder; a training step is cheaper by most of one layer
+    (measured in `benchmarks/bench_bert.py`). `encoder` itself is not changed.
     """
     inputs = encoder.input
-    if encoder.output_range is None:
-        encoder = encoder.with_output_range(1)
-    pooled = encoder(inputs)["pooled_output"]
-    head = ClassifierHead(1 if regression else num_labels, encoder.config.dropout,
-                          encoder.config.initializer_range, name="classifier")
+    pooled = encoder.sentence_encoder().features(inputs)["pooled_output"]
+    head = ClassifierHead(1 if regression else num_labels, encoder.dropout_rate,
+                          encoder.initializer_range, name="classifier")
     out = head(pooled)
     if regression:
         return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
-                           name="bert_regressor")
+                           name=f"{encoder.family}_regressor")
     return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
-                       name="bert_classifier")
+                       name=f"{encoder.family}_classifier")

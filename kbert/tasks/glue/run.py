@@ -15,7 +15,8 @@ from kbert import training
 from kbert.export import export_classifier
 from kbert.export.folder import load_task_folder, save_task_folder
 from kbert.io import atomic_file
-from kbert.tasks.common import build_encoder, build_tokenizer, trim_multiple
+from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options,
+                                tokenizer_options, trim_multiple)
 from kbert.tasks.glue.data import load_dataset
 from kbert.tasks.glue.metrics import compute_metrics
 from kbert.tasks.glue.model import build_classifier
@@ -33,8 +34,12 @@ def build_model(encoder, task) -> keras.Model:
 
 
 def encode(task: GlueTask, tokenizer, examples, seq_length: int, batch_size: int = 512):
-    """Examples -> encoder input arrays; logs how many were cut to `seq_length`."""
-    arrays = {"token_ids": [], "segment_ids": [], "padding_mask": []}
+    """Examples -> the encoder's input arrays (the tokenizer's packing, whatever the
+    family); logs how many were cut to `seq_length`."""
+    if task.is_pair and not tokenizer.supports_pairs:
+        raise ValueError(f"GLUE {task.name} is a sentence-pair task; "
+                         f"{type(tokenizer).__name__} packs single texts only")
+    arrays: dict[str, list] = {}
     cut = 0
     specials = 3 if task.is_pair else 2
     for i in range(0, len(examples), batch_size):
@@ -46,14 +51,15 @@ def encode(task: GlueTask, tokenizer, examples, seq_length: int, batch_size: int
             lengths += tokenizer.tokenize(b).row_lengths()
         cut += int(tf.reduce_sum(tf.cast(lengths + specials > seq_length, tf.int32)))
         packed = tokenizer(a, b, seq_length=seq_length)
-        for k in arrays:
-            arrays[k].append(packed[k].numpy())
+        for k, v in packed.items():
+            arrays.setdefault(k, []).append(v.numpy())
     if cut:
         logger.warning("%d of %d examples are longer than max_seq_length=%d tokens and were "
                        "cut%s", cut, len(examples), seq_length,
                        " (longest-first)" if task.is_pair else "")
-    empty = np.zeros((0, seq_length), np.int32)
-    return {k: np.concatenate(v) if v else empty for k, v in arrays.items()}
+    if not arrays:  # no examples: the tokenizer's keys, empty
+        arrays = {k: [v.numpy()[:0]] for k, v in tokenizer([""], seq_length=seq_length).items()}
+    return {k: np.concatenate(v) for k, v in arrays.items()}
 
 
 def label_array(task: GlueTask, examples) -> np.ndarray:
@@ -138,7 +144,9 @@ def run(args) -> dict:
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     task = get_task(args.task)
-    trim = args.trim_padding = trim_multiple(args, runtime.strategy)  # predict_ax reads it
+    # predict_ax reads it
+    trim = args.trim_padding = trim_multiple(args.trim_padding, runtime.strategy,
+                                             args.max_seq_length)
     if task.name == "ax":
         return predict_ax(args)
     if not args.data_dir and not args.tfds:
@@ -156,8 +164,8 @@ def run(args) -> dict:
     logger.info("GLUE %s: %d training examples; %s", task.name, len(train),
                 ", ".join(f"{s} {len(v)}" for s, v in {**dev, **test}.items()))
 
-    tokenizer = build_tokenizer(args, [e.text_a for e in train]
-                                + [e.text_b for e in train if e.text_b])
+    tokenizer = build_tokenizer([e.text_a for e in train] + [e.text_b for e in train if e.text_b],
+                                **tokenizer_options(args))
     seq = args.max_seq_length
     x = encode(task, tokenizer, train, seq)
     y = label_array(task, train)
@@ -172,7 +180,8 @@ def run(args) -> dict:
         loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
         metrics = {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
     model = runtime.build(
-        lambda: build_model(build_encoder(args, tokenizer, DEMO_CONFIG), task),
+        lambda: build_model(build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG)),
+                            task),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)

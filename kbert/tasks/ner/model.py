@@ -24,6 +24,17 @@ class _BoolMask(keras.layers.Layer):
         return input_shape
 
 
+@keras.saving.register_keras_serializable(package="kbert")
+class _StopGradient(keras.layers.Layer):
+    """Feature-based use: the encoder's features are fixed inputs of the head."""
+
+    def call(self, x):
+        return ops.stop_gradient(x)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
 def select_layers(hidden_states, layers: str):
     """The paper's feature choices over `hidden_states` (embeddings output first)."""
     if layers == "last":
@@ -43,15 +54,27 @@ def select_layers(hidden_states, layers: str):
     raise ValueError(f"layers={layers!r}: choose one of {LAYER_CHOICES}")
 
 
+def prepare_encoder(encoder, mode: str) -> None:
+    """What the NER command does to the encoder before `build_model`: "finetune"
+    freezes the pooler, which a token head never reads (no missing gradients, weights
+    kept); "feature" freezes the whole encoder (its features are fixed inputs)."""
+    if mode == "feature":
+        encoder.trainable = False
+    else:
+        encoder.set_pooler_trainable(False)
+
+
 def build_model(encoder, labels, mode: str = "finetune", layers: str = "concat_last4",
                 lstm_units: int = 768, dropout: float | None = None) -> keras.Model:
-    """A token classifier on `encoder`: inputs -> {"logits": [batch, seq, num_labels]}.
+    """A token classifier on `encoder` (the model interface): inputs ->
+    {"logits": [batch, seq, num_labels]}. `encoder` is not changed: freezing is
+    `prepare_encoder`'s (the command line's) explicit step.
 
     Args:
         labels: the label list (or its length).
-        mode: "finetune" trains the encoder (all but its pooler, which a token head
-            does not read) with a dense softmax layer on `sequence_output`; "feature"
-            freezes the encoder and feeds the chosen `layers` to a 2-layer BiLSTM
+        mode: "finetune": a dense softmax layer on `sequence_output`, trained with the
+            encoder; "feature": the chosen `layers` of the encoder's `hidden_states`
+            (read with training=False, gradients stopped) feed a 2-layer BiLSTM
             (`lstm_units` per direction) and a dense layer.
         layers: feature mode: "last", "sum_last4", "concat_last4" (the paper's best),
             "sum_all", "scalar_mix" (learned ELMo-style weights), "embeddings",
@@ -59,20 +82,18 @@ def build_model(encoder, labels, mode: str = "finetune", layers: str = "concat_l
     """
     num_labels = labels if isinstance(labels, int) else len(labels)
     if mode == "feature" and layers in ("sum_last4", "concat_last4") \
-            and encoder.config.num_layers < 4:
+            and encoder.num_layers < 4:
         raise ValueError(f"layers={layers!r} needs 4 layers; the encoder has "
-                         f"{encoder.config.num_layers}")
-    rate = encoder.config.dropout if dropout is None else dropout
+                         f"{encoder.num_layers}")
+    rate = encoder.dropout_rate if dropout is None else dropout
     inputs = encoder.input
-    init = truncated_normal(encoder.config.initializer_range)
+    init = truncated_normal(encoder.initializer_range)
     if mode == "finetune":
-        # A token head never reads the pooler, so it gets no gradient (as in the
-        # original); frozen, it keeps its weights and Keras does not warn each run.
-        encoder.pooler.trainable = False
-        x = encoder(inputs)["sequence_output"]
+        x = encoder.features(inputs)["sequence_output"]
     elif mode == "feature":
-        encoder.trainable = False
-        x = select_layers(encoder(inputs, training=False)["hidden_states"], layers)
+        hidden = encoder.features(inputs, training=False)["hidden_states"]
+        x = select_layers([_StopGradient(name=f"features_{i}")(h) for i, h in enumerate(hidden)],
+                          layers)
         mask = _BoolMask(name="mask")(inputs["padding_mask"])
         for i in range(2):
             x = keras.layers.Bidirectional(
@@ -83,7 +104,7 @@ def build_model(encoder, labels, mode: str = "finetune", layers: str = "concat_l
     x = keras.layers.Dropout(rate, name="dropout")(x)
     logits = keras.layers.Dense(num_labels, kernel_initializer=init, dtype="float32",
                                 name="logits")(x)
-    return keras.Model(inputs, {"logits": logits}, name=f"bert_ner_{mode}")
+    return keras.Model(inputs, {"logits": logits}, name=f"{encoder.family}_ner_{mode}")
 
 
 def ner_loss():

@@ -13,11 +13,12 @@ import tensorflow as tf
 from kbert import training
 from kbert.export.folder import save_task_folder
 from kbert.io import atomic_file
-from kbert.tasks.common import build_encoder, build_tokenizer, trim_multiple
+from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options,
+                                tokenizer_options, trim_multiple)
 from kbert.tasks.ner.data import labels_of, load_tfds, read_conll
 from kbert.tasks.ner.evaluate import evaluate
 from kbert.tasks.ner.features import convert_sentences, word_predictions
-from kbert.tasks.ner.model import build_model, ner_loss
+from kbert.tasks.ner.model import build_model, ner_loss, prepare_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +59,8 @@ def run(args) -> dict:
     train = data["train"]
     labels = labels_of(train + data.get("dev", []))
     # NER keeps case unless told otherwise (capitals mark names).
-    tokenizer = build_tokenizer(args, [" ".join(s.words) for s in train],
-                                default_lowercase=False)
+    tokenizer = build_tokenizer([" ".join(s.words) for s in train],
+                                **tokenizer_options(args, default_lowercase=False))
     seq = args.max_seq_length
     features = convert_sentences([s.words for s in train], tokenizer, seq,
                                  [s.tags for s in train], labels)
@@ -72,12 +73,16 @@ def run(args) -> dict:
         max(1, int(args.num_train_epochs * n_windows / batch)), args.steps_per_loop)
     ds = tf.data.Dataset.from_tensor_slices((features.inputs(), {"logits": features.labels}))
     # Padded pieces carry label -1, which the loss ignores: cutting them is the same loss.
-    trim = trim_multiple(args, runtime.strategy)
+    trim = trim_multiple(args.trim_padding, runtime.strategy, args.max_seq_length)
     ds = training.finalize_dataset(ds, batch, training=True, seed=args.seed, trim=trim,
                                    trim_labels=True)
+    def make_model():
+        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
+        prepare_encoder(encoder, args.mode)  # frozen pooler, or frozen encoder (feature)
+        return build_model(encoder, labels, args.mode, args.layers, args.lstm_units)
+
     model = runtime.build(
-        lambda: build_model(build_encoder(args, tokenizer, DEMO_CONFIG), labels, args.mode,
-                            args.layers, args.lstm_units),
+        make_model,
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         {"logits": ner_loss()})

@@ -42,17 +42,18 @@ class SpanHead(keras.layers.Layer):
 
 
 def build_model(encoder) -> keras.Model:
-    """A span model on any BertEncoder: encoder inputs -> {"start_logits", "end_logits"}.
+    """A span model on an encoder (the model interface): encoder inputs ->
+    {"start_logits", "end_logits"}.
 
-    The span head reads the sequence output only; the pooler, which would get no
-    gradient, is frozen (its weights are kept and saved)."""
-    encoder.pooler.trainable = False
+    The span head reads the sequence output only; a pooler then gets no gradient. The
+    command line freezes it (`encoder.set_pooler_trainable(False)`, weights kept and
+    saved); this function does not change `encoder`."""
     inputs = encoder.input
-    start, end = SpanHead(encoder.config.initializer_range, name="span_head")(
-        encoder(inputs)["sequence_output"])
+    start, end = SpanHead(encoder.initializer_range, name="span_head")(
+        encoder.features(inputs)["sequence_output"])
     outputs = {"start_logits": keras.layers.Identity(name="start_logits")(start),
                "end_logits": keras.layers.Identity(name="end_logits")(end)}
-    return keras.Model(inputs, outputs, name="bert_squad")
+    return keras.Model(inputs, outputs, name=f"{encoder.family}_squad")
 
 
 def span_losses():

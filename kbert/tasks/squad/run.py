@@ -15,7 +15,8 @@ from kbert import training
 from kbert.export import export_squad
 from kbert.export.folder import save_task_folder
 from kbert.io import atomic_file
-from kbert.tasks.common import build_encoder, build_tokenizer
+from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options,
+                                tokenizer_options)
 from kbert.tasks.squad.data import load_json, read_squad
 from kbert.tasks.squad.evaluate import evaluate
 from kbert.tasks.squad.features import convert_examples, feature_arrays
@@ -88,8 +89,9 @@ def run(args) -> dict:
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     train_examples, dev_examples, dev_json = load_data(args)
-    tokenizer = build_tokenizer(args, [e.context for e in train_examples]
-                                + [e.question for e in train_examples])
+    tokenizer = build_tokenizer([e.context for e in train_examples]
+                                + [e.question for e in train_examples],
+                                **tokenizer_options(args))
     feature_args = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
                         max_query_length=args.max_query_length)
     train_features = convert_examples(train_examples, tokenizer, is_training=True,
@@ -109,8 +111,14 @@ def run(args) -> dict:
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
                                      training=True, seed=args.seed)
     losses, weights = span_losses()
+    def make_model():
+        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
+        # The span head never reads the pooler: frozen, it gets no missing gradient.
+        encoder.set_pooler_trainable(False)
+        return build_model(encoder)
+
     model = runtime.build(
-        lambda: build_model(build_encoder(args, tokenizer, DEMO_CONFIG)),
+        make_model,
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         losses, loss_weights=weights)

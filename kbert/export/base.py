@@ -1,0 +1,87 @@
+"""What every SavedModel exporter shares: the serving module with the tokenizer's
+assets, the sequence-length check against the encoder, and the atomic save with
+warmup requests and the op check."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from kbert.export import ops as ops_lib
+from kbert.export.warmup import write_warmup_requests
+from kbert.io import atomic_directory
+from kbert.models.interface import find_encoder
+
+# Inputs every warmup file carries: accents, CJK, emoji, empty and long texts.
+SAMPLE_TEXTS = ["Crème brûlée in Zürich was très bien.", "北京是中国的首都。", "🙂 ok!", "",
+                "A long text that runs past the model's sequence length. " * 40]
+SAMPLE_QUESTIONS = [("Where was the crème brûlée?", "Crème brûlée in Zürich was très bien."),
+                    ("首都是哪里?", "北京是中国的首都。"), ("", ""),
+                    ("Which word repeats?", "The long context repeats itself. " * 60)]
+
+
+def model_name(export_dir: str) -> str:
+    """NAME of EXPORT_BASE/NAME/VERSION (TF Serving's layout); the folder name otherwise."""
+    path = os.path.abspath(export_dir)
+    parent, leaf = os.path.split(path)
+    return os.path.basename(parent) if leaf.isdigit() else leaf
+
+
+def float_output(model, inputs, name: str):
+    """`name` of the model's (dict) output for `inputs`, as float32."""
+    out = model(inputs, training=False)
+    if isinstance(out, dict):
+        return tf.cast(out[name], tf.float32)
+    return tf.cast(out, tf.float32)
+
+
+class ServingModule(tf.Module):
+    """The exported object: the model, the tokenizer, and the tokenizer's own files
+    (`Tokenizer.assets()`: WordPiece `vocab.txt`, BPE `vocab.json` + `merges.txt`, none
+    for characters) as SavedModel assets, copied into `assets/`."""
+
+    def __init__(self, model, tokenizer):
+        super().__init__(name="kbert_serving")
+        self.model = model
+        self.tokenizer = tokenizer
+        self._asset_dir = tempfile.mkdtemp(prefix="kbert-assets-")
+        files = []
+        for name, text in sorted(tokenizer.assets().items()):
+            path = os.path.join(self._asset_dir, name)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            files.append(tf.saved_model.Asset(path))
+        self.asset_files = files
+
+    def remove_temporary_files(self) -> None:
+        shutil.rmtree(self._asset_dir, ignore_errors=True)
+
+
+def check_seq_length(model, seq_length: int) -> None:
+    """Refuses a sequence length beyond the encoder's position table (if it has one)."""
+    encoder = find_encoder(model)
+    limit = encoder.max_sequence_length if encoder is not None else None
+    if limit is not None and seq_length > limit:
+        raise ValueError(f"seq_length={seq_length} exceeds the model's "
+                         f"max_position_embeddings={limit}")
+
+
+def save_export(module: ServingModule, signature, export_dir: str, warmup: list[dict],
+                serving_version: str) -> str:
+    """tf.saved_model.save + warmup requests + op check, atomically: a failed check
+    leaves no export behind."""
+    export_dir = os.fspath(export_dir)
+    with atomic_directory(export_dir) as tmp:
+        try:
+            tf.saved_model.save(module, tmp, signatures={"serving_default": signature})
+        finally:
+            module.remove_temporary_files()
+        write_warmup_requests(tmp, model_name(export_dir), warmup)
+        try:
+            ops_lib.check_ops(tmp, serving_version)
+        except ops_lib.UnsupportedOpError as e:
+            raise ops_lib.UnsupportedOpError(str(e).replace(tmp, export_dir)) from None
+    return export_dir

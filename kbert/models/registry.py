@@ -1,0 +1,84 @@
+"""Model families by name: their config, encoder and tokenizer classes.
+
+    from kbert.models import registry
+    family = registry.get_family("bert")
+    encoder = family.encoder_class.from_pretrained(path)
+    tokenizer = family.tokenizer_class.from_pretrained(path)
+
+A new family registers itself once (`register_family`) in its package's
+`__init__`; the task commands and `python -m kbert.export` then find it by name
+(`--model NAME`) or from a saved folder (`family_of_folder`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Callable
+
+from kbert.io import read_json
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """One model family.
+
+    Attributes:
+        name: the registry name (`--model NAME`, `kbert_model` in saved folders).
+        config_class: a `kbert.models.config.ModelConfig` subclass.
+        encoder_class: an `EncoderModel` Keras model class with `from_pretrained`.
+        tokenizer_class: a `kbert.tokenizers.Tokenizer` subclass with `from_pretrained`.
+        recognizes: folder -> bool, for the reference implementations' folders
+            (Hugging Face, Google, OpenAI, bilm-tf) that carry no `kbert_model` key.
+        aliases: older `kbert_model` values that mean this family.
+    """
+
+    name: str
+    config_class: type
+    encoder_class: type
+    tokenizer_class: type
+    recognizes: Callable[[str], bool] | None = None
+    aliases: tuple[str, ...] = ()
+
+
+_FAMILIES: dict[str, Family] = {}
+
+
+def register_family(family: Family, replace: bool = False) -> Family:
+    if family.name in _FAMILIES and not replace:
+        raise ValueError(f"model family {family.name!r} is registered already")
+    _FAMILIES[family.name] = family
+    return family
+
+
+def unregister_family(name: str) -> None:
+    _FAMILIES.pop(name, None)
+
+
+def families() -> list[str]:
+    return sorted(_FAMILIES)
+
+
+def get_family(name: str) -> Family:
+    for family in _FAMILIES.values():
+        if name == family.name or name in family.aliases:
+            return family
+    raise ValueError(f"unknown model family {name!r}; known: {', '.join(families())}")
+
+
+def family_of_folder(path: str | os.PathLike) -> Family:
+    """The family of a saved folder: its `config.json`'s `kbert_model`, else the first
+    family that recognizes the folder."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"{path}: not a folder")
+    config = os.path.join(path, "config.json")
+    if os.path.exists(config):
+        d = read_json(config)
+        if isinstance(d, dict) and "kbert_model" in d:
+            return get_family(str(d["kbert_model"]))
+    for family in _FAMILIES.values():
+        if family.recognizes is not None and family.recognizes(path):
+            return family
+    raise FileNotFoundError(f"{path}: not a model folder of a known family "
+                            f"({', '.join(families())})")

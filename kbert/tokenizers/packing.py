@@ -1,0 +1,130 @@
+"""Packing token ids into fixed-length model inputs, apart from tokenizing.
+
+- `pack_bert`: `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` with segment ids, pairs
+  truncated longest-first (the reference's `_truncate_seq_pair`).
+- `pack_decoder`: optional start/end tokens, padding on the right (training) or the
+  left (batched generation, so that every prompt ends at the same position).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def truncate_pair_lengths(len_a, len_b, budget):
+    """Lengths kept by longest-first truncation of a pair (the reference's
+    `_truncate_seq_pair`: drop the last token of the longer, ties from b).
+
+    Args:
+        len_a, len_b: int64 Tensors [batch_size]; budget: int, tokens available.
+
+    Returns:
+        (keep_a, keep_b), int64 Tensors [batch_size].
+    """
+    m = tf.cast(budget, tf.int64)  # may be a Python int or a scalar tensor
+    half_a, half_b = (m + 1) // 2, m // 2
+    over = len_a + len_b > m
+    keep_a = tf.where(len_a <= half_a, len_a, tf.where(len_b <= half_b, m - len_b, half_a))
+    keep_a = tf.where(over, keep_a, len_a)
+    keep_b = tf.where(over, m - keep_a, len_b)
+    return keep_a, keep_b
+
+
+def truncate(ids: tf.RaggedTensor, keep) -> tf.RaggedTensor:
+    """The first `keep[b]` ids of each row b."""
+    positions = tf.ragged.range(ids.row_lengths())
+    return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(keep, 1))
+
+
+def _column(batch, value) -> tf.RaggedTensor:
+    """[batch, 1] ragged column of one id."""
+    return tf.RaggedTensor.from_row_lengths(
+        tf.fill([batch], tf.constant(value, tf.int64)), tf.ones([batch], tf.int64),
+        validate=False)
+
+
+def _dense_shape(seq_length, batch):
+    # A Python int keeps the static shape [batch, seq_length] (TPU-friendly).
+    if isinstance(seq_length, int):
+        return [None, seq_length]
+    return tf.stack([batch, tf.cast(seq_length, tf.int64)])
+
+
+def _check_room(seq_length, specials):
+    if isinstance(seq_length, int) and seq_length < specials:
+        raise ValueError(f"seq_length={seq_length} leaves no room for {specials} special "
+                         "tokens")
+
+
+def _check_pair(ids_a, ids_b):
+    if ids_a.shape[0] is not None and ids_b.shape[0] is not None \
+            and ids_a.shape[0] != ids_b.shape[0]:
+        raise ValueError(f"a pair needs as many second texts as first texts: got "
+                         f"{ids_a.shape[0]} and {ids_b.shape[0]}")
+
+
+def pack_bert(ids_a: tf.RaggedTensor, ids_b: tf.RaggedTensor | None, seq_length, *,
+              cls_id: int, sep_id: int, pad_id: int = 0) -> dict:
+    """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, truncated and padded.
+
+    Args:
+        ids_a, ids_b: int RaggedTensors [batch_size, (tokens)]; ids_b may be None.
+        seq_length: packed length (a Python int keeps a static shape).
+
+    Returns:
+        dict of int32 Tensors [batch_size, seq_length]: `token_ids`, `segment_ids`,
+        `padding_mask`.
+    """
+    specials = 2 if ids_b is None else 3
+    _check_room(seq_length, specials)
+    budget = tf.cast(seq_length, tf.int64) - specials
+    ids_a = tf.cast(ids_a, tf.int64)
+    batch = ids_a.nrows()
+    cls, sep = _column(batch, cls_id), _column(batch, sep_id)
+    if ids_b is None:
+        a = truncate(ids_a, tf.fill([batch], budget))
+        tokens = tf.concat([cls, a, sep], axis=1)
+        segments = tf.zeros_like(tokens)
+    else:
+        _check_pair(ids_a, ids_b)
+        ids_b = tf.cast(ids_b, tf.int64)
+        keep_a, keep_b = truncate_pair_lengths(ids_a.row_lengths(), ids_b.row_lengths(), budget)
+        a, b = truncate(ids_a, keep_a), truncate(ids_b, keep_b)
+        tokens = tf.concat([cls, a, sep, b, sep], axis=1)
+        segments = tf.concat([tf.zeros_like(cls), tf.zeros_like(a), tf.zeros_like(sep),
+                              tf.ones_like(b), tf.ones_like(sep)], axis=1)
+    shape = _dense_shape(seq_length, batch)
+    return {
+        "token_ids": tf.cast(tokens.to_tensor(pad_id, shape=shape), tf.int32),
+        "segment_ids": tf.cast(segments.to_tensor(0, shape=shape), tf.int32),
+        "padding_mask": tf.cast(tf.ones_like(tokens).to_tensor(0, shape=shape), tf.int32),
+    }
+
+
+def pack_decoder(ids: tf.RaggedTensor, seq_length, *, start_id: int | None = None,
+                 end_id: int | None = None, pad_id: int = 0,
+                 padding_side: str = "right") -> dict:
+    """`[start] ids [end]` cut to `seq_length` (the end token is kept when given) and
+    padded on `padding_side`.
+
+    Returns:
+        dict of int32 Tensors [batch_size, seq_length]: `token_ids`, `padding_mask`.
+    """
+    if padding_side not in ("left", "right"):
+        raise ValueError(f"padding_side={padding_side!r}: use 'left' or 'right'")
+    specials = (start_id is not None) + (end_id is not None)
+    _check_room(seq_length, specials)
+    ids = tf.cast(ids, tf.int64)
+    batch = ids.nrows()
+    ids = truncate(ids, tf.fill([batch], tf.cast(seq_length, tf.int64) - specials))
+    parts = ([_column(batch, start_id)] if start_id is not None else []) + [ids] + (
+        [_column(batch, end_id)] if end_id is not None else [])
+    tokens = tf.concat(parts, axis=1) if len(parts) > 1 else ids
+    if padding_side == "left":  # pad on the right of the reversed rows, then reverse
+        tokens = tf.reverse(tokens, axis=[1])
+    shape = _dense_shape(seq_length, batch)
+    token_ids = tokens.to_tensor(pad_id, shape=shape)
+    mask = tf.ones_like(tokens).to_tensor(0, shape=shape)
+    if padding_side == "left":
+        token_ids, mask = tf.reverse(token_ids, axis=[1]), tf.reverse(mask, axis=[1])
+    return {"token_ids": tf.cast(token_ids, tf.int32), "padding_mask": tf.cast(mask, tf.int32)}

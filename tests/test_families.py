@@ -1,0 +1,99 @@
+"""The model interface and registry: a stand-in family that is not BERT goes through
+the GLUE command, the classifier and embeddings exports and the task folders, so
+nothing above the interface names BERT."""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kbert
+from kbert.models import registry
+from kbert.models.interface import EncoderModel, find_encoder
+from tests import standin_family as standin
+
+
+@pytest.fixture
+def family():
+    registry.register_family(standin.FAMILY)
+    yield standin.FAMILY
+    registry.unregister_family(standin.NAME)
+
+
+def test_bert_is_registered_and_folders_say_their_family(tmp_path):
+    bert = registry.get_family("bert")
+    assert (bert.config_class, bert.encoder_class, bert.tokenizer_class) == (
+        kbert.BertConfig, kbert.BertEncoder, kbert.BertTokenizer)
+    assert registry.get_family("BertEncoder") is bert  # folders written before the registry
+    encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny"))
+    assert isinstance(encoder, EncoderModel) and encoder.family == "bert"
+    encoder.save_pretrained(tmp_path / "kb")
+    assert registry.family_of_folder(tmp_path / "kb") is bert
+    (tmp_path / "google").mkdir()
+    (tmp_path / "google" / "bert_config.json").write_text("{}")
+    assert registry.family_of_folder(tmp_path / "google") is bert
+    with pytest.raises(ValueError, match="unknown model family 'nope'; known: bert"):
+        registry.get_family("nope")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match="not a model folder of a known family"):
+        registry.family_of_folder(tmp_path / "empty")
+
+
+def test_heads_do_not_change_the_encoder_they_are_given():
+    from kbert.tasks import glue, ner, squad
+
+    encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny"))
+    before = [(v.path, v.trainable) for v in encoder.variables]
+    glue.build_model(encoder, "mrpc")
+    squad.build_model(encoder)
+    ner.build_model(encoder, 5, "finetune")
+    ner.build_model(encoder, 5, "feature", "last", lstm_units=4)
+    assert [(v.path, v.trainable) for v in encoder.variables] == before
+    assert encoder.trainable and encoder.pooler.trainable
+    ner.prepare_encoder(encoder, "finetune")  # the command's explicit step
+    assert encoder.trainable and not encoder.pooler.trainable
+
+
+@pytest.mark.e2e
+def test_standin_family_through_glue_command_and_exports(family, tmp_path):
+    from kbert.export import export_embeddings
+    from kbert.export.folder import load_task_folder
+    from kbert.tasks.glue import __main__ as cli
+
+    tokenizer = standin.ByteTokenizer(seq_length=32)
+    encoder = standin.MeanEncoder(standin.MeanConfig())
+    encoder.save_pretrained(tmp_path / "init", tokenizer)
+    assert registry.family_of_folder(tmp_path / "init") is family
+
+    data = standin.write_sst2_like(str(tmp_path))
+    out, export = tmp_path / "run", tmp_path / "serving" / "sst2" / "1"
+    assert cli.main(["--task", "sst2", "--data_dir", data, "--output_dir", str(out),
+                     "--init_from", str(tmp_path / "init"), "--max_seq_length", "32",
+                     "--learning_rate", "3e-2", "--num_train_epochs", "8",
+                     "--train_batch_size", "16", "--export_dir", str(export)]) == 0
+    assert standin.outputs_json(out)["accuracy"] >= 0.95
+    # The task folder records the family and reloads with its tokenizer.
+    task, model, loaded_tok, settings = load_task_folder(str(out))
+    assert (task, type(loaded_tok).__name__) == ("classifier", "ByteTokenizer")
+    assert isinstance(find_encoder(model), standin.MeanEncoder)
+    # A character tokenizer has no files: the export carries no assets.
+    assert not (export / "assets").exists() or not os.listdir(export / "assets")
+
+    # The classifier export answers like the model.
+    texts = ["the film was good", "bad acting", "quite very good story", ""]
+    served = tf.saved_model.load(str(export)).signatures["serving_default"](
+        text=tf.constant(texts))
+    want = tf.nn.softmax(model(loaded_tok(texts, seq_length=32))["logits"], -1).numpy()
+    np.testing.assert_allclose(served["probabilities"].numpy(), want, atol=1e-5)
+    assert [x.decode() for x in served["label"].numpy()[:3]] == ["1", "0", "1"]
+
+    # The embeddings export of the stand-in encoder: its own sentence vector.
+    trained = find_encoder(model)
+    path = export_embeddings(trained, loaded_tok, str(tmp_path / "serving" / "emb" / "1"),
+                             seq_length=32)
+    served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
+    want = trained.features(loaded_tok(texts, seq_length=32))
+    np.testing.assert_allclose(served["pooled_output"].numpy(),
+                               want["pooled_output"].numpy(), atol=1e-5)
+    assert served["padding_mask"].numpy().sum(1).tolist() == [17, 10, 21, 0]
