@@ -67,15 +67,12 @@ def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600) -> di
 
 def signatures(export_dir: str) -> dict:
     """Signature name -> {"inputs": {name: (dtype, shape)}, "outputs": {...}}."""
-    from tensorflow.core.framework import types_pb2
-    from tensorflow.core.protobuf import saved_model_pb2
+    from kbert import internals
 
-    sm = saved_model_pb2.SavedModel()
-    with open(os.path.join(export_dir, "saved_model.pb"), "rb") as f:
-        sm.ParseFromString(f.read())
+    sm = internals.read_saved_model_proto(os.path.join(export_dir, "saved_model.pb"))
 
     def describe(tensors):
-        return {name: (types_pb2.DataType.Name(t.dtype).replace("DT_", "").lower(),
+        return {name: (internals.dtype_name(t.dtype),
                        [d.size if d.size >= 0 else None for d in t.tensor_shape.dim])
                 for name, t in sorted(tensors.items())}
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import importlib
 import os
 
+from kbert import internals
+
 # Every op the tensorflow-text 2.21 ops library registers.
 _TEXT_OPS_2_21 = frozenset({
     "CaseFoldUTF8", "ConstrainedSequence", "FastBertNormalize",
@@ -60,24 +62,11 @@ def text_ops(serving_version: str) -> frozenset:
     return _TEXT_OPS_2_21
 
 
-def _registered_ops() -> set[str]:
-    from tensorflow.core.framework import op_def_pb2
-    from tensorflow.python.client import pywrap_tf_session as c_api
-
-    buf = c_api.TF_GetAllOpList()
-    try:
-        ops = op_def_pb2.OpList()
-        ops.ParseFromString(c_api.TF_GetBuffer(buf))
-    finally:
-        c_api.TF_DeleteBuffer(buf)
-    return {op.name for op in ops.op}
-
-
 def serving_ops(serving_version: str = DEFAULT_SERVING_VERSION) -> frozenset:
     """Op types the stock `tensorflow_model_server` of `serving_version` can run."""
     importlib.import_module("tensorflow_text")  # registers its ops
 
-    registered = _registered_ops()
+    registered = internals.registered_op_names()
     core = {op for op in registered
             if op not in _TEXT_OPS_2_21 and not op.startswith(("TFText>", "Sentencepiece"))}
     return frozenset((core - PYTHON_ONLY_OPS) | text_ops(serving_version))
@@ -85,14 +74,10 @@ def serving_ops(serving_version: str = DEFAULT_SERVING_VERSION) -> frozenset:
 
 def saved_model_ops(export_dir: str) -> dict[str, set[str]]:
     """Op type -> names of the functions (or "graph") using it, from saved_model.pb."""
-    from tensorflow.core.protobuf import saved_model_pb2
-
     path = os.path.join(export_dir, "saved_model.pb")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{export_dir}: no saved_model.pb (not a SavedModel folder)")
-    sm = saved_model_pb2.SavedModel()
-    with open(path, "rb") as f:
-        sm.ParseFromString(f.read())
+    sm = internals.read_saved_model_proto(path)
     used: dict[str, set[str]] = {}
     for meta in sm.meta_graphs:
         for node in meta.graph_def.node:

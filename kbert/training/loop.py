@@ -10,6 +10,8 @@ import time
 import keras
 import tensorflow as tf
 
+from kbert import internals
+
 logger = logging.getLogger(__name__)
 
 
@@ -21,6 +23,7 @@ def compile_model(model: keras.Model, optimizer, loss, metrics=None, jit_compile
     jit_compile=False") when a layer does not support XLA or op determinism is
     enabled; kbert raises instead, naming the reason.
     """
+    internals.check()  # the optimizer and this check use private Keras APIs
     strategy = model.distribute_strategy
     local_replicas = (len(strategy.extended.worker_devices)
                       if isinstance(strategy, (tf.distribute.MirroredStrategy,
@@ -36,7 +39,8 @@ def compile_model(model: keras.Model, optimizer, loss, metrics=None, jit_compile
     model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile,
                   steps_per_execution=steps_per_execution, loss_weights=loss_weights)
     if jit_compile and not model.jit_compile:
-        blockers = [layer.name for layer in model._flatten_layers() if not layer.supports_jit]
+        blockers = [layer.name for layer in internals.flatten_layers(model)
+                    if not layer.supports_jit]
         reason = (f"layers without XLA support: {blockers}" if blockers else
                   "op determinism is enabled (tf.config.experimental.enable_op_determinism)")
         raise RuntimeError(f"jit_compile=True was requested but Keras turned XLA off: {reason}")

@@ -6,6 +6,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from kbert import internals
+
 # Variables that the original BERT optimizer exempts from weight decay
 # (`exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]` in optimization.py).
 # Keras matches these patterns against a variable's own name: LayerNorm scales and
@@ -161,8 +163,7 @@ class _FusedAdamW:
                 if self._use_weight_decay(variable):
                     distribution.extended.update(_tf_variable(variable), fn, group=False)
 
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            decay, self._distribution_strategy, fused)
+        internals.maybe_merge_call(decay, self._distribution_strategy, fused)
 
 
 def _tf_variable(variable):

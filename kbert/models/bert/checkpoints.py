@@ -4,17 +4,19 @@ Every variable of a `BertEncoder` has one canonical name: the name Google's TF1
 checkpoints use (`bert/encoder/layer_0/attention/self/query/kernel`). Hugging Face
 names derive from it by a fixed rule (`encoder.layer.0.attention.self.query.weight`,
 dense kernels transposed). kbert folders store the canonical names in safetensors.
+BERT's name table is handed to the generic converter (`kbert.convert`), which reads
+the formats and names every missing, unexpected or mis-shaped variable.
 """
 
 from __future__ import annotations
 
-import glob
 import logging
 import os
 import re
 
 import numpy as np
 
+from kbert import convert
 from kbert.io import atomic_directory, read_json
 from kbert.models.bert.config import BertConfig
 
@@ -70,70 +72,45 @@ def google_to_hf(name: str) -> tuple[str, bool]:
     return ".".join(parts).replace("layer_", "layer.") + "." + suffix, transpose
 
 
+def rules(canonical_names, fmt: str) -> list[convert.Rule]:
+    """BERT's name table for `fmt` ("kbert" and "google": canonical names; "hf":
+    Hugging Face names, dense kernels transposed)."""
+    if fmt != "hf":
+        return [convert.Rule(name, (name,)) for name in canonical_names]
+    table = []
+    for name in canonical_names:
+        hf_name, transposed = google_to_hf(name)
+        table.append(convert.Rule(name, (hf_name,),
+                                  convert.transpose if transposed else convert.identity))
+    return table
+
+
 # ---------------------------------------------------------------------------- reading
-def _read_safetensors(path: str) -> dict:
-    from safetensors.numpy import load_file
-
-    return load_file(path)
-
-
-def _read_torch_bin(path: str) -> dict:
-    try:
-        import torch
-    except ImportError:
-        raise ImportError(
-            f"{path} is a PyTorch pickle; reading it needs `torch`. Install torch, or "
-            "convert the folder to model.safetensors.") from None
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    return {k: v.float().numpy() if v.is_floating_point() else v.numpy()
-            for k, v in state.items()}
-
-
-def _hf_tensors(folder: str) -> tuple[dict, str]:
-    """Reads a Hugging Face BERT's weights into canonical names."""
+def _hf_tensors(folder: str) -> tuple[dict, dict, str]:
+    """A Hugging Face BERT's weights by normalized name (no `bert.` prefix, LayerNorm
+    `weight`/`bias`), the names as stored, and the file read."""
     st = os.path.join(folder, "model.safetensors")
     pt = os.path.join(folder, "pytorch_model.bin")
     if os.path.exists(st):
-        raw, source = _read_safetensors(st), st
+        raw, source = convert.read_safetensors(st), st
     elif os.path.exists(pt):
-        raw, source = _read_torch_bin(pt), pt
+        raw, source = convert.read_torch_bin(pt), pt
     else:
         raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
-    hf = {}
+    tensors, display = {}, {}
     for key, value in raw.items():
         k = key.removeprefix("bert.")
         k = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", k)
         k = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", k)
-        hf[k] = (key, value)
-    return hf, source
+        tensors[k], display[k] = value, key
+    return tensors, display, source
 
 
 def _google_tensors(folder_or_prefix: str) -> tuple[dict, str]:
-    import tensorflow as tf
+    def keep(name):  # not the pretraining heads (cls/...), task heads, slots or step
+        return name.startswith("bert/") and not name.endswith(("/adam_m", "/adam_v"))
 
-    prefix = folder_or_prefix
-    if os.path.isdir(prefix):
-        prefix = tf.train.latest_checkpoint(folder_or_prefix)
-        if prefix is None:
-            found = sorted(glob.glob(os.path.join(folder_or_prefix, "*.ckpt*.index")))
-            if not found:
-                raise FileNotFoundError(f"{folder_or_prefix}: no TF checkpoint (*.ckpt.index)")
-            prefix = found[0][: -len(".index")]
-    try:
-        reader = tf.train.load_checkpoint(prefix)
-    except Exception as e:  # tf raises DataLossError / NotFoundError with long texts
-        raise ValueError(f"{prefix}: cannot read TF checkpoint ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0]})") from None
-    tensors = {}
-    for name in reader.get_variable_to_shape_map():
-        if not name.startswith("bert/") or name.endswith(("/adam_m", "/adam_v")):
-            continue  # pretraining heads (cls/...), task heads, optimizer slots, step
-        try:
-            tensors[name] = reader.get_tensor(name)
-        except Exception as e:
-            raise ValueError(f"{prefix}: variable {name} cannot be read "
-                             f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    return tensors, prefix
+    return convert.read_tf_checkpoint(folder_or_prefix, keep)
 
 
 def detect_format(folder: str) -> str:
@@ -149,72 +126,47 @@ def detect_format(folder: str) -> str:
         f"{folder}: no config.json (kbert or Hugging Face) or bert_config.json (Google)")
 
 
-def read_checkpoint(folder: str) -> tuple[BertConfig, dict, str, str]:
-    """Returns (config, tensors by canonical name, format, source file)."""
+def read_checkpoint(folder) -> tuple[BertConfig, dict, dict, str, str]:
+    """Returns (config, tensors by name, stored names, format, source file)."""
     folder = os.fspath(folder)
     fmt = detect_format(folder)
     if fmt == "google":
         config = BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
         tensors, source = _google_tensors(folder)
-        return config, tensors, fmt, source
+        return config, tensors, {}, fmt, source
     config = BertConfig.from_json_file(os.path.join(folder, CONFIG))
     if fmt == "kbert":
         source = os.path.join(folder, KBERT_WEIGHTS)
-        return config, _read_safetensors(source), fmt, source
-    hf, source = _hf_tensors(folder)
-    return config, hf, fmt, source
+        return config, convert.read_safetensors(source), {}, fmt, source
+    tensors, display, source = _hf_tensors(folder)
+    return config, tensors, display, fmt, source
 
 
-def assign(encoder, tensors: dict, fmt: str, source: str) -> None:
+def _owned_by_encoder(fmt: str):
+    if fmt != "hf":
+        return lambda key: True
+    return lambda key: (key.startswith(("embeddings.", "encoder.", "pooler."))
+                        and key != "embeddings.position_ids")
+
+
+def assign(encoder, tensors: dict, fmt: str, source: str, display: dict | None = None) -> None:
     """Copies `tensors` into `encoder`, checking names and shapes first.
 
-    For `fmt == "hf"`, `tensors` maps Hugging Face names to (original key, array).
     Raises ValueError naming every missing, unexpected or mis-shaped variable.
     """
     targets = variable_map(encoder)
-    values, problems = {}, []
-    if fmt == "hf":
-        wanted = {}
-        for canonical in targets:
-            hf_name, transpose = google_to_hf(canonical)
-            wanted[hf_name] = (canonical, transpose)
-        for hf_name, (canonical, transpose) in wanted.items():
-            if hf_name not in tensors:
-                problems.append(f"missing variable {hf_name} (for {canonical})")
-                continue
-            key, arr = tensors[hf_name]
-            values[canonical] = (key, arr.T if transpose else arr)
-        for hf_name, (key, _) in tensors.items():
-            if hf_name in wanted or hf_name == "embeddings.position_ids":
-                continue
-            if hf_name.startswith(("embeddings.", "encoder.", "pooler.")):
-                problems.append(f"unexpected variable {key}")
-            else:
-                logger.info("%s: ignoring %s (not part of the encoder)", source, key)
-    else:
-        for canonical in targets:
-            if canonical not in tensors:
-                problems.append(f"missing variable {canonical}")
-            else:
-                values[canonical] = (canonical, tensors[canonical])
-        problems += [f"unexpected variable {k}" for k in tensors if k not in targets]
-    for canonical, (key, arr) in values.items():
-        want = tuple(targets[canonical].shape)
-        if tuple(arr.shape) != want:
-            problems.append(f"variable {key} has shape {tuple(arr.shape)}, expected {want}")
-    if problems:
-        raise ValueError(f"{source}: cannot load into BertEncoder:\n  " + "\n  ".join(problems))
-    for canonical, (_, arr) in values.items():
-        var = targets[canonical]
-        var.assign(np.asarray(arr, dtype=var.dtype))
+    values = convert.convert(tensors, rules(targets, fmt),
+                             {k: tuple(v.shape) for k, v in targets.items()}, source,
+                             "BertEncoder", owned=_owned_by_encoder(fmt), display=display)
+    convert.assign(targets, values)
 
 
 def load_encoder(cls, path, dtype=None, **config_overrides):
-    config, tensors, fmt, source = read_checkpoint(os.fspath(path))
+    config, tensors, display, fmt, source = read_checkpoint(os.fspath(path))
     if config_overrides:
         config = BertConfig.from_dict({**config.to_dict(), **config_overrides})
     encoder = cls(config, dtype=dtype)
-    assign(encoder, tensors, fmt, source)
+    assign(encoder, tensors, fmt, source, display)
     logger.info("Loaded BertEncoder (%s format) from %s", fmt, source)
     return encoder
 

@@ -1,0 +1,110 @@
+"""The private TensorFlow and Keras APIs kbert relies on, reached in one place.
+
+kbert's fused AdamW overrides hooks of Keras' optimizer, the training loop reads
+Keras' layer walk, and the op check reads TensorFlow's registered ops and SavedModel
+protos. None of these is a public API, so each is reached through this module, which
+checks, once, that the running TensorFlow and Keras are the versions it was written
+for and that every API it names exists; on others it fails with one clear message
+instead of an AttributeError deep in a training step.
+"""
+
+from __future__ import annotations
+
+import functools
+
+# The versions these APIs were written and tested for (setup.cfg pins the same).
+TENSORFLOW_VERSIONS = ("2.21.",)
+KERAS_MAJOR = 3
+KERAS_MIN_MINOR = 10
+
+# Hooks of keras.optimizers.Optimizer that kbert's AdamW overrides or calls.
+OPTIMIZER_HOOKS = ("_clip_gradients", "_apply_weight_decay", "_use_weight_decay",
+                   "_get_variable_index", "update_step")
+
+
+class UnsupportedVersionError(RuntimeError):
+    pass
+
+
+@functools.lru_cache(maxsize=None)
+def check() -> None:
+    """Raises UnsupportedVersionError naming what is missing, else returns."""
+    import keras
+    import tensorflow as tf
+
+    problems = []
+    if not tf.__version__.startswith(TENSORFLOW_VERSIONS):
+        problems.append(f"TensorFlow {tf.__version__} (kbert is written for "
+                        f"{', '.join(v + 'x' for v in TENSORFLOW_VERSIONS)})")
+    major, minor = (int(x) for x in keras.__version__.split(".")[:2])
+    if major != KERAS_MAJOR or minor < KERAS_MIN_MINOR:
+        problems.append(f"Keras {keras.__version__} (kbert is written for "
+                        f"{KERAS_MAJOR}.{KERAS_MIN_MINOR}+ in the 3.x line)")
+    missing = [f"keras.optimizers.Optimizer.{h}" for h in OPTIMIZER_HOOKS
+               if not hasattr(keras.optimizers.Optimizer, h)]
+    if not hasattr(keras.Model, "_flatten_layers"):
+        missing.append("keras.Model._flatten_layers")
+    try:
+        tf.__internal__.distribute.interim.maybe_merge_call  # noqa: B018
+    except AttributeError:
+        missing.append("tf.__internal__.distribute.interim.maybe_merge_call")
+    try:
+        from tensorflow.python.client import pywrap_tf_session
+
+        pywrap_tf_session.TF_GetAllOpList  # noqa: B018
+    except (ImportError, AttributeError):
+        missing.append("tensorflow.python.client.pywrap_tf_session.TF_GetAllOpList")
+    if missing:
+        problems.append("missing private APIs: " + ", ".join(missing))
+    if problems:
+        raise UnsupportedVersionError(
+            "kbert's optimizer, training loop and op check use private TensorFlow/Keras "
+            "APIs that this installation does not match: " + "; ".join(problems)
+            + ". Install the versions in kbert's setup.cfg (tensorflow 2.21, keras 3).")
+
+
+def flatten_layers(model):
+    """Every layer of `model`, nested ones included (Keras' own walk)."""
+    check()
+    return list(model._flatten_layers())
+
+
+def maybe_merge_call(fn, strategy, *args):
+    """Runs `fn(strategy, *args)` in a cross-replica context (merge call) when called
+    inside a replica, as Keras' optimizers do for their variable updates."""
+    import tensorflow as tf
+
+    check()
+    return tf.__internal__.distribute.interim.maybe_merge_call(fn, strategy, *args)
+
+
+def registered_op_names() -> set[str]:
+    """The op types registered in this TensorFlow process (core and loaded libraries)."""
+    from tensorflow.core.framework import op_def_pb2
+    from tensorflow.python.client import pywrap_tf_session as c_api
+
+    check()
+    buf = c_api.TF_GetAllOpList()
+    try:
+        ops = op_def_pb2.OpList()
+        ops.ParseFromString(c_api.TF_GetBuffer(buf))
+    finally:
+        c_api.TF_DeleteBuffer(buf)
+    return {op.name for op in ops.op}
+
+
+def read_saved_model_proto(path: str):
+    """`saved_model.pb` parsed into TensorFlow's SavedModel protocol buffer."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    sm = saved_model_pb2.SavedModel()
+    with open(path, "rb") as f:
+        sm.ParseFromString(f.read())
+    return sm
+
+
+def dtype_name(enum_value: int) -> str:
+    """A DataType enum of a proto (e.g. 7) -> its name without DT_ ("string")."""
+    from tensorflow.core.framework import types_pb2
+
+    return types_pb2.DataType.Name(enum_value).removeprefix("DT_").lower()
