@@ -389,3 +389,32 @@ def test_build_vocab_covers_corpus(tmp_path):
     ids = tok.tokenize(corpus[:5]).flat_values.numpy()
     assert tok.unk_id not in ids  # every word of the corpus is covered by pieces
     assert "the" in vocab and "hello" in vocab  # normalized as the tokenizer does
+
+
+def test_pack_decoder_pads_left_or_right_and_keeps_the_end_token():
+    from kbert.tokenizers import pack_decoder
+
+    ids = tf.ragged.constant([[5, 6, 7], [8], []], tf.int64)
+    right = pack_decoder(ids, 5, start_id=1, end_id=2, pad_id=0)
+    assert right["token_ids"].numpy().tolist() == [[1, 5, 6, 7, 2], [1, 8, 2, 0, 0],
+                                                   [1, 2, 0, 0, 0]]
+    assert right["padding_mask"].numpy().tolist() == [[1] * 5, [1, 1, 1, 0, 0],
+                                                      [1, 1, 0, 0, 0]]
+    left = pack_decoder(ids, 4, end_id=2, pad_id=9, padding_side="left")
+    # Too long: the ids are cut, the end token kept; padding on the left.
+    assert left["token_ids"].numpy().tolist() == [[5, 6, 7, 2], [9, 9, 8, 2], [9, 9, 9, 2]]
+    assert left["padding_mask"].numpy().tolist() == [[1, 1, 1, 1], [0, 0, 1, 1],
+                                                     [0, 0, 0, 1]]
+    plain = pack_decoder(ids, 2)
+    assert plain["token_ids"].numpy().tolist() == [[5, 6], [8, 0], [0, 0]]
+    with pytest.raises(ValueError, match="padding_side='middle'"):
+        pack_decoder(ids, 4, padding_side="middle")
+    with pytest.raises(ValueError, match="seq_length=1 leaves no room for 2 special"):
+        pack_decoder(ids, 1, start_id=1, end_id=2)
+
+
+def test_pairs_of_different_batch_sizes_fail_clearly(tiny_vocab):
+    tok = BertTokenizer(tiny_vocab)
+    with pytest.raises(ValueError, match="texts_b: a pair needs as many second texts as "
+                                         "first texts, got 2 for 1"):
+        tok(["a"], ["b", "c"])
