@@ -1,0 +1,131 @@
+"""Every class in `kbert.layers`, every model class and the task heads through the
+shared harness (tests/harness.py); ScalarMix against NumPy."""
+
+import numpy as np
+import pytest
+
+import kbert
+import kbert.layers
+from kbert.layers import masks
+from kbert.tasks.glue.model import ClassifierHead
+from kbert.tasks.squad.model import SpanHead
+from tests import harness
+from tests.harness import Case
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(2, 5, 12)).astype("float32")
+MASK = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
+IDS = np.array([[1, 5, 10, 2, 0], [3, 3, 7, 0, 0]], "int32")
+BERT = dict(vocab_size=13, hidden_size=12, num_layers=2, num_heads=3, intermediate_size=17,
+            max_position_embeddings=9, type_vocab_size=2, dropout=0.0, attention_dropout=0.0)
+
+
+def _block(norm_first):
+    return Case(kbert.layers.TransformerBlock,
+                dict(hidden_size=12, num_heads=3, intermediate_size=17, dropout=0.0,
+                     attention_dropout=0.0, norm_first=norm_first),
+                {"x": X, "mask": MASK},
+                lambda layer, i: layer(i["x"], attention_mask=masks.key_mask(i["mask"]),
+                                       causal=norm_first),
+                (2, 5, 12), golden=GOLDEN[f"TransformerBlock-{norm_first}"])
+
+
+# Sum of all outputs and the first three values, with `harness.deterministic_weights`.
+# Recorded from this implementation, whose numbers the NumPy and reference-parity
+# tests check: a change of any of them is a change of the layer's function.
+GOLDEN = {
+    "MultiHeadAttention": (-9.69475, (0.0358877, -0.21805, -0.442476)),
+    "TransformerBlock-False": (-13.3851, (1.16436, 0.993023, 2.00823)),
+    "TransformerBlock-True": (23.9361, (-0.0223026, -0.075293, 0.89439)),
+    "TokenEmbedding": (3.45214, (0.398283, 0.262022, 0.0902981)),
+    "PositionEmbedding": (0.675122, (-0.481565, -0.49762, -0.446324)),
+    "BertEmbeddings": (19.7289, (2.48402, 2.47927, 2.08736)),
+    "ScalarMix": (13.0651, (0.74102, 0.317248, 0.761864)),
+    "BertEncoder": (48.9014, (2.48402, 2.47927, 2.08736)),
+    "ClassifierHead": (9.41995, (2.03823, 1.91229, 1.52753)),
+    "SpanHead": (-5.05309, (-1.4311, -0.893343, 1.03856)),
+}
+
+CASES = [
+    Case(kbert.layers.MultiHeadAttention, dict(hidden_size=12, num_heads=3,
+                                                attention_dropout=0.0),
+         {"x": X, "mask": MASK},
+         lambda layer, i: layer(i["x"], attention_mask=masks.key_mask(i["mask"])),
+         (2, 5, 12), golden=GOLDEN["MultiHeadAttention"]),
+    _block(norm_first=False),
+    _block(norm_first=True),
+    Case(kbert.layers.TokenEmbedding, dict(input_dim=13, output_dim=6), {"ids": IDS},
+         lambda layer, i: layer(i["ids"]), (2, 5, 6), golden=GOLDEN["TokenEmbedding"]),
+    Case(kbert.layers.PositionEmbedding, dict(max_length=9, hidden_size=6), {"x": X},
+         lambda layer, i: layer(i["x"], start_index=2), (5, 6),
+         golden=GOLDEN["PositionEmbedding"]),
+    Case(kbert.layers.BertEmbeddings,
+         dict(vocab_size=13, hidden_size=12, max_position_embeddings=9, type_vocab_size=2,
+              dropout=0.0),
+         {"ids": IDS, "segments": (IDS % 2).astype("int32")},
+         lambda layer, i: layer(i["ids"], i["segments"]), (2, 5, 12),
+         golden=GOLDEN["BertEmbeddings"]),
+    Case(kbert.layers.ScalarMix, dict(num_layers=3),
+         {"a": X, "b": 2 * X, "c": X[:, ::-1].copy()},
+         lambda layer, i: layer([i["a"], i["b"], i["c"]]), (2, 5, 12),
+         golden=GOLDEN["ScalarMix"]),
+    Case(kbert.BertEncoder, dict(config=BERT),
+         {"token_ids": IDS, "segment_ids": (IDS % 2).astype("int32"), "padding_mask": MASK},
+         lambda model, i: model(dict(i)),
+         {"sequence_output": (2, 5, 12), "pooled_output": (2, 12),
+          "hidden_states": [(2, 5, 12)] * 3}, golden=GOLDEN["BertEncoder"]),
+    Case(ClassifierHead, dict(num_outputs=3, dropout=0.0), {"pooled": X[:, 0]},
+         lambda layer, i: layer(i["pooled"]), (2, 3), golden=GOLDEN["ClassifierHead"],
+         mixed_dtype="float32"),
+    Case(SpanHead, dict(), {"x": X}, lambda layer, i: layer(i["x"]), [(2, 5), (2, 5)],
+         golden=GOLDEN["SpanHead"], mixed_dtype="float32"),
+]
+IDS_ = [c.id + ("-pre_ln" if c.kwargs.get("norm_first") else "-post_ln"
+                if "norm_first" in c.kwargs else "") for c in CASES]
+
+
+def test_every_public_layer_and_model_class_has_a_case():
+    layer_classes = {getattr(kbert.layers, n) for n in kbert.layers.__all__
+                     if isinstance(getattr(kbert.layers, n), type)}
+    model_classes = {kbert.BertEncoder}
+    covered = {c.cls for c in CASES}
+    assert layer_classes | model_classes <= covered, (layer_classes | model_classes) - covered
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS_)
+def test_config_round_trip(case):
+    harness.check_config(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS_)
+def test_output_shapes_and_dtypes(case):
+    harness.check_calls(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS_)
+def test_keras_save_load_is_exact(case, tmp_path):
+    harness.check_keras_save_load(case, tmp_path)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS_)
+def test_mixed_precision(case):
+    harness.check_mixed_precision(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS_)
+def test_golden_numbers(case):
+    harness.check_golden(case)
+
+
+def test_scalar_mix_equals_numpy():
+    layer = kbert.layers.ScalarMix(3)
+    layers = [RNG.normal(size=(2, 4, 6)).astype("float32") for _ in range(3)]
+    layer(layers)
+    w, gamma = np.array([0.3, -1.2, 0.7], "float32"), 1.7
+    layer.scalars.assign(w)
+    layer.gamma.assign(gamma)
+    softmax = np.exp(w) / np.exp(w).sum()
+    want = gamma * sum(s * x for s, x in zip(softmax, layers))
+    np.testing.assert_allclose(np.asarray(layer(layers)), want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"ScalarMix\(3\) got 2 layers"):
+        layer(layers[:2])
