@@ -6,7 +6,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo demo-classifier test test-all bench clean refs
+.PHONY: demo demo-classifier test test-fast test-all bench clean refs
 
 $(VENV)/.base: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +34,14 @@ demo: $(VENV)/.base
 demo-classifier: $(VENV)/.base
 	$(PY) -m kbert.demo
 
+# Everything but `slow` (the default addopts): units, parity, end-to-end trainings and
+# fresh-process tests.
 test: $(VENV)/.test
 	$(PY) -m pytest -q
+
+# The edit-test loop: units and parity only, no trainings or fresh processes.
+test-fast: $(VENV)/.test
+	$(PY) -m pytest -q -m "not slow and not e2e and not subprocess"
 
 test-all: $(VENV)/.test
 	$(PY) -m pytest -q -m ""

@@ -54,6 +54,7 @@ SQUAD = dict(max_seq_length=64, doc_stride=16, max_query_length=20, n_best_size=
              max_answer_length=12)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("version_2", [False, True])
 def test_squad_export_matches_python_pipeline_in_fresh_process(tmp_path, sample_and_tokenizer,
                                                                version_2):
@@ -120,6 +121,7 @@ def _tiny_classifier(tokenizer, labels, regression=False):
     return build_classifier(_encoder(tokenizer), len(labels), regression=regression)
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("pair", [False, True])
 def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
     _, tokenizer = sample_and_tokenizer
@@ -146,6 +148,7 @@ def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
                           else {"text": ("string", [None])})
 
 
+@pytest.mark.subprocess
 def test_regression_and_embeddings_exports(tmp_path, sample_and_tokenizer):
     _, tokenizer = sample_and_tokenizer
     model = _tiny_classifier(tokenizer, ["score"], regression=True)
@@ -204,6 +207,7 @@ def test_op_check_names_py_function_and_newer_text_ops(tmp_path):
     assert any("MISSING EagerPyFunc" in line for line in lines)
 
 
+@pytest.mark.subprocess
 def test_bad_requests_fail_clearly_without_killing_the_process(tmp_path,
                                                                sample_and_tokenizer):
     _, tokenizer = sample_and_tokenizer
@@ -229,6 +233,7 @@ print("STILL ALIVE", fn(text=tf.constant(["ok"]))["label"].numpy().tolist())
     assert "string" in lines[1].lower() or "dtype" in lines[1].lower()
 
 
+@pytest.mark.subprocess
 def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     _, tokenizer = sample_and_tokenizer
     model = _tiny_classifier(tokenizer, ["no", "yes"])

@@ -163,6 +163,8 @@ SMALL = ["--max_seq_length", "16", "--learning_rate", "1e-3", "--num_train_epoch
          "--vocab_size", "200", "--steps_per_loop", "500"]
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
     folder = synthetic_paraphrase(str(tmp_path))
     out = tmp_path / "out"
@@ -185,6 +187,7 @@ def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
     assert result["probabilities"]["shape"] == [2, 2]
 
 
+@pytest.mark.e2e
 def test_synthetic_similarity_regression_is_learned(tmp_path):
     folder = synthetic_similarity(str(tmp_path))
     out = tmp_path / "out"

@@ -153,6 +153,7 @@ def finetuned(conll_files, tmp_path_factory):
     return out
 
 
+@pytest.mark.e2e
 def test_finetune_mode_learns_synthetic_ner(finetuned):
     results = json.loads((finetuned / "eval_results.json").read_text())
     assert results["dev"]["f1"] >= 90 and results["test"]["f1"] >= 90, results
@@ -162,6 +163,7 @@ def test_finetune_mode_learns_synthetic_ner(finetuned):
         f"{p}-{k}" for p in "BI" for k in ("PER", "LOC", "ORG"))
 
 
+@pytest.mark.e2e
 def test_feature_mode_learns_synthetic_ner(conll_files, tmp_path):
     train, dev, _ = conll_files
     assert cli.main(["--train_file", train, "--dev_file", dev, "--output_dir", str(tmp_path),
@@ -225,6 +227,8 @@ HARD = ["Chen Wang flew to São Paulo on Monday .", "Reuters said Olga will visi
         " ".join(["Pierre Dubois flew to Tokyo ."] * 12)]
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_exported_ner_matches_python_in_fresh_process(finetuned, tmp_path):
     import os
     import shutil
@@ -263,6 +267,8 @@ def test_exported_ner_matches_python_in_fresh_process(finetuned, tmp_path):
     assert {"Chen Wang", "São Paulo"} <= {e.text for e in expected[0]}
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
 def test_export_cli_on_the_ner_run_folder(finetuned, tmp_path):
     import subprocess
     import sys

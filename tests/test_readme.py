@@ -3,6 +3,8 @@
 import pathlib
 import re
 
+import pytest
+
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
@@ -16,6 +18,7 @@ def test_readme_keras_example_trains():
     assert losses[-1] < 0.7 * losses[0], losses
 
 
+@pytest.mark.e2e
 def test_demo_learns_negation(tmp_path):
     from kbert import demo
 

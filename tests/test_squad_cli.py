@@ -27,6 +27,7 @@ def test_help_documents_every_flag(capsys):
         assert action.help, f"{action.option_strings} has no help"
 
 
+@pytest.mark.subprocess
 def test_evaluate_command(tmp_path):
     data = make_sample(2, seed=1)
     (tmp_path / "dev.json").write_text(json.dumps(data))
@@ -41,6 +42,7 @@ def test_evaluate_command(tmp_path):
     assert result["exact_match"] == pytest.approx(100 * (len(qas) - 1) / len(qas))
 
 
+@pytest.mark.e2e
 def test_small_end_to_end_run(tmp_path, capsys, recwarn):
     assert cli.main(["--output_dir", str(tmp_path), "--sample_paragraphs", "24",
                      "--num_train_epochs", "1", "--max_seq_length", "64",

@@ -170,14 +170,41 @@ def test_ids_equal_hugging_face_away_from_its_departures(minilm_tokenizers, mini
 
 
 @pytest.mark.parity
-def test_hugging_face_departures_from_google(minilm_tokenizers, google_uncased):
-    """Each documented departure, shown by running Google's and Hugging Face's code."""
+def test_hugging_face_departures_from_google(minilm_tokenizers, google_uncased, google_cased,
+                                             minilm_dir):
+    """Each departure in docs/fidelity.md, shown by running Google's and Hugging Face's
+    code on the input the table gives."""
     from tests.references import google_ids
 
     ours, hf_fast, hf_python = minilm_tokenizers
+
     def hf(tokenizer, text):
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def row(text):  # (Google, HF Python, HF Rust), and kbert must equal Google
+        google = google_ids(google_uncased, text)
+        assert ours.tokenize([text]).to_list() == [google], repr(text)
+        return google, hf(hf_python, text), hf(hf_fast, text)
+
+    unk = ours.unk_id
+    google, python, rust = row("x\u0378y")  # unassigned: Python deletes, Rust keeps
+    assert google == [unk] and rust == google
+    assert [ours.vocabulary[i] for i in python] == ["x", "##y"]
+    google, python, rust = row("a\ue000b")  # private use: both delete
+    assert google == [unk] and python == rust == [ours.vocabulary.index("ab")]
+    google, python, rust = row("a" * 150)  # limit: Google 200, Hugging Face 100
+    assert len(google) > 1 and unk not in google and python == rust == [unk]
+    google, python, rust = row("ΟΔΟΣ")  # final sigma: Rust lower-cases per character
+    assert python == google and rust != google
+    assert "".join(ours.vocabulary[i].removeprefix("##") for i in google).endswith("ς")
+    # Cased: the Python port NFC-composes "<" + U+0338 into "≮" first.
+    cased, cased_fast, cased_python = _cased(minilm_dir)
+    text = "a <\u0338 b"
+    google = google_ids(google_cased, text)
+    assert cased.tokenize([text]).to_list() == [google]
+    assert hf(cased_fast, text) == google and hf(cased_python, text) != google
+
+    # The corpus entries under each departure, and both of kbert's Unicode rules.
     for text, ids in zip(UNASSIGNED + PRIVATE_USE + LONG_WORDS,
                          ours.tokenize(UNASSIGNED + PRIVATE_USE + LONG_WORDS).to_list()):
         assert _hugging_face_departs(text)
@@ -187,20 +214,7 @@ def test_hugging_face_departures_from_google(minilm_tokenizers, google_uncased):
             assert ids == hf(hf_fast, text), repr(text)
         else:
             assert ids != hf(hf_fast, text), repr(text)
-    # An unassigned or private-use code point alone is one [UNK] word for Google.
-    assert ours.tokenize(["\u0378", "\ue000"]).to_list() == [[ours.unk_id]] * 2
-    assert hf(hf_python, "\u0378") == hf(hf_python, "\ue000") == hf(hf_fast, "\ue000") == []
-    # 150 characters: pieces for Google, [UNK] for Hugging Face.
-    word = "a" * 150
-    assert len(google_ids(google_uncased, word)) > 1
-    assert hf_python(word, add_special_tokens=False)["input_ids"] == [ours.unk_id]
-    # Final sigma: Rust departs, Python agrees with Google.
-    ids = ours.tokenize(FINAL_SIGMA).to_list()[0]
-    assert ids == google_ids(google_uncased, FINAL_SIGMA[0])
-    assert ids == hf_python(FINAL_SIGMA[0], add_special_tokens=False)["input_ids"]
-    assert ids != hf_fast(FINAL_SIGMA[0], add_special_tokens=False)["input_ids"]
-    words = [ours.vocabulary[i] for i in ids]
-    assert "".join(w.removeprefix("##") for w in words).endswith("ς")
+    assert ours.tokenize(["\u0378", "\ue000"]).to_list() == [[unk]] * 2
 
 
 def test_checked_in_unicode_classes_are_current():

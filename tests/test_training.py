@@ -134,6 +134,7 @@ def _free_ports(n):
     return ports
 
 
+@pytest.mark.subprocess
 def test_multi_worker_two_processes_agree(tmp_path):
     ports = _free_ports(2)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
@@ -465,6 +466,7 @@ def _run_script(out, *args, **popen):
                             stderr=subprocess.STDOUT, text=True, **popen)
 
 
+@pytest.mark.subprocess
 def test_killed_run_resumes_at_the_same_step_exactly(tmp_path):
     common = ["--total_steps", "12", "--steps_per_loop", "3", "--dropout", "0.1"]
     ref = _run_script(tmp_path / "ref", *common)
