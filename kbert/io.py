@@ -1,4 +1,9 @@
-"""Atomic file and folder writes: a crash leaves the old version or the new one."""
+"""Atomic file and folder writes: a crash leaves the old version or the new one.
+
+The temporary files and folders get the permissions a plain `open` or `mkdir` would
+give under the process umask (`tempfile` makes them owner-only), so that a TF Serving
+process running as another user can read an export.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,21 @@ import shutil
 import tempfile
 
 
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _normal_permissions(path: str, folder: bool) -> None:
+    os.chmod(path, (0o777 if folder else 0o666) & ~current_umask())
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike):
     """Yields a temporary folder beside `path`; on success it replaces `path`.
+
+    Every file and folder in it then has the permissions the umask gives.
 
     The temporary folder is on the same file system, so the final step is a rename.
     If the body raises, `path` is left as it was and the temporary folder is removed.
@@ -19,10 +36,14 @@ def atomic_directory(path: str | os.PathLike):
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
+    _normal_permissions(tmp, folder=True)
     try:
         yield tmp
-        for root, _, files in os.walk(tmp):  # flush file contents before the rename
+        for root, dirs, files in os.walk(tmp):  # flush file contents before the rename
+            for name in dirs:  # writers such as safetensors make owner-only files
+                _normal_permissions(os.path.join(root, name), folder=True)
             for name in files:
+                _normal_permissions(os.path.join(root, name), folder=False)
                 with open(os.path.join(root, name), "rb+") as f:
                     os.fsync(f.fileno())
         if os.path.exists(path):
@@ -44,6 +65,7 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-",
                                dir=os.path.dirname(path))
+    _normal_permissions(tmp, folder=False)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
             yield f
