@@ -1,6 +1,7 @@
 """`python -m kbert.tasks.squad`: flags, evaluation command, a small end-to-end run."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -69,16 +70,19 @@ def test_small_end_to_end_run(tmp_path, capsys, recwarn):
     assert not [w for w in recwarn if "Gradients do not exist" in str(w.message)]
 
 
-def test_bad_input_fails_before_training(tmp_path):
+def test_bad_input_fails_before_training(tmp_path, capsys):
     bad = tmp_path / "train.json"
     bad.write_text('{"version": "1.1", "data": [\n oops]}')
     good = tmp_path / "dev.json"
     good.write_text(json.dumps(make_sample(1)))
-    with pytest.raises(ValueError, match=r"train\.json:2:\d+: not valid JSON"):
+    with pytest.raises(SystemExit) as err:
         cli.main(["--train_file", str(bad), "--predict_file", str(good),
                   "--output_dir", str(tmp_path / "out")])
-    assert not (tmp_path / "out" / "checkpoints").exists()
-    with pytest.raises(SystemExit, match="give both --train_file and --predict_file"):
+    assert err.value.code == 1
+    assert re.fullmatch(r"error: .*train\.json:2:\d+: not valid JSON \(.*\)\n",
+                        capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()  # the failed run leaves no folder
+    with pytest.raises(SystemExit, match=r"error: give --predict_file \(or no data flag"):
         cli.main(["--train_file", str(good), "--output_dir", str(tmp_path / "out")])
 
 

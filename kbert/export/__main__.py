@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 
@@ -63,17 +62,21 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["check"]:
         return _check_main(argv[1:])
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from kbert.cli import add_cli_flags, check_export_dir, run_command
     from kbert.export.check import check
     from kbert.export.folder import export_from_folder
 
-    try:
+    parser = _parser()
+    add_cli_flags(parser)
+
+    def export(args):
         path = export_from_folder(args.model_dir, args.task, args.export_dir,
                                   serving_version=args.serving_version,
                                   seq_length=args.seq_length)
-    except (FileNotFoundError, ValueError) as e:
-        raise SystemExit(f"error: {e}") from None
+        return path, args
+
+    path, args = run_command(parser, argv, export,
+                             lambda args: check_export_dir(args.export_dir, args.overwrite))
     print(f"exported {args.task} SavedModel to {path}")
     if args.no_check:
         return 0

@@ -7,6 +7,7 @@ translate the command lines' flags into them."""
 from __future__ import annotations
 
 import argparse
+import os
 import logging
 
 import numpy as np
@@ -15,6 +16,7 @@ import tensorflow as tf
 from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
 from kbert.models import registry
 from kbert.models.bert.encoder import init_sinusoidal_positions
+from kbert.cli import UsageError, parse_bool
 from kbert.tokenizers.base import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -32,7 +34,8 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
     group.add_argument("--vocab_size", type=int, default=vocab_size,
                        help="WordPiece vocabulary learned from the training texts when "
                             "training from scratch")
-    group.add_argument("--do_lower_case", type=int, choices=[0, 1], default=None,
+    group.add_argument("--do_lower_case", type=parse_bool, default=None,
+                       metavar="true|false",
                        help="override the casing read from --init_from")
     group.add_argument("--position_init", default=position_init,
                        choices=["normal", "sinusoidal"],
@@ -151,3 +154,39 @@ def char_offset_table(text: str) -> np.ndarray:
         pos += n
     table[pos] = len(text)
     return table
+
+
+# ------------------------------------------------------------------ command lines
+def model_positions(init_from: str | None) -> int | None:
+    """The position-table size of the model folder `init_from` (None from scratch or
+    when its config does not say)."""
+    if not init_from:
+        return None
+    if not os.path.isdir(init_from):
+        raise FileNotFoundError(f"--init_from {init_from}: no such folder")
+    family = registry.family_of_folder(init_from)
+    for name in ("config.json", "bert_config.json"):
+        path = os.path.join(init_from, name)
+        if os.path.exists(path):
+            config = family.config_class.from_json_file(path)
+            return getattr(config, "max_position_embeddings", None)
+    return None
+
+
+def check_training_flags(args, specials: int = 2) -> None:
+    """Batch sizes, epochs and the sequence length, before any work or file."""
+    for flag in ("train_batch_size", "predict_batch_size"):
+        if getattr(args, flag, 1) < 1:
+            raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
+    epochs = getattr(args, "num_train_epochs", None)
+    if epochs is not None and not epochs > 0:
+        raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")
+    seq = getattr(args, "max_seq_length", None)
+    if seq is not None:
+        if seq < specials + 1:
+            raise UsageError(f"--max_seq_length {seq}: leaves no room for a token besides "
+                             f"the {specials} special tokens")
+        limit = model_positions(getattr(args, "init_from", None))
+        if limit is not None and seq > limit:
+            raise UsageError(f"--max_seq_length {seq}: the model in --init_from "
+                             f"{args.init_from} has {limit} positions")

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 
@@ -50,12 +49,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from kbert.cli import add_cli_flags, check_export_dir, run_command
+    from kbert.tasks.common import check_training_flags
     from kbert.tasks.glue.run import run
+    from kbert.tasks.glue.tasks import get_task
 
-    results = run(args)
-    print(f"GLUE {args.task}: " + json.dumps(results))
+    def validate(args):
+        check_training_flags(args, specials=3 if get_task(args.task).is_pair else 2)
+        check_export_dir(args.export_dir, args.overwrite)
+
+    parser = _parser()
+    add_cli_flags(parser)
+    results, task = run_command(parser, sys.argv[1:] if argv is None else argv,
+                                lambda args: (run(args), args.task), validate)
+    print(f"GLUE {task}: " + json.dumps(results))
     return 0
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 
@@ -51,11 +50,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from kbert.cli import add_cli_flags, check_export_dir, run_command
+    from kbert.tasks.common import check_training_flags
     from kbert.tasks.ner.run import run
 
-    results = run(args)
+    def validate(args):
+        check_training_flags(args, specials=2)
+        check_export_dir(args.export_dir, args.overwrite)
+
+    parser = _parser()
+    add_cli_flags(parser)
+    results = run_command(parser, sys.argv[1:] if argv is None else argv, run, validate)
     print("CoNLL NER: " + json.dumps({split: {k: round(v, 2) for k, v in r.items()
                                               if k != "per_type"}
                                       for split, r in results.items()}))

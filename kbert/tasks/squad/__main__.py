@@ -36,6 +36,7 @@ SAMPLE_V2_EPOCHS = 16.0
 
 
 def _parser() -> argparse.ArgumentParser:
+    from kbert.cli import parse_bool
     from kbert.tasks.common import add_model_flags, add_training_flags
     from kbert.training import add_runtime_flags
 
@@ -51,6 +52,18 @@ def _parser() -> argparse.ArgumentParser:
                       help="SQuAD v2.0: questions may have no answer")
     data.add_argument("--sample_paragraphs", type=int, default=900,
                       help="bundled sample size (paragraphs; 1/6 are held out)")
+    rs = p.add_argument_group("run_squad.py's flags, with its meanings")
+    rs.add_argument("--do_train", nargs="?", const=True, default=None, type=parse_bool,
+                    help="train (with --do_predict false: train only; default: train and "
+                         "predict)")
+    rs.add_argument("--do_predict", nargs="?", const=True, default=None, type=parse_bool,
+                    help="predict and evaluate --predict_file (alone: with the model a "
+                         "--do_train run left in --output_dir)")
+    rs.add_argument("--vocab_file", help="Google's vocab.txt (with --bert_config_file and "
+                                         "--init_checkpoint, instead of --init_from)")
+    rs.add_argument("--bert_config_file", help="Google's bert_config.json")
+    rs.add_argument("--init_checkpoint", help="Google's checkpoint prefix "
+                                              "(.../bert_model.ckpt)")
     add_model_flags(p, demo="2 layers, 128 wide, for the bundled sample", vocab_size=800,
                     position_init="sinusoidal")
     feats = p.add_argument_group("features and post-processing (run_squad.py defaults)")
@@ -74,6 +87,78 @@ def _parser() -> argparse.ArgumentParser:
                                    "OUTPUT_DIR/serving/squad/1; 'none': no export)")
     add_runtime_flags(p)
     return p
+
+
+def _google_flags_to_folder(args) -> None:
+    """run_squad.py's --vocab_file/--bert_config_file/--init_checkpoint -> a Google
+    folder of links for --init_from (the three may live in different places)."""
+    given = [f for f in ("vocab_file", "bert_config_file", "init_checkpoint")
+             if getattr(args, f)]
+    if not given:
+        return
+    from kbert.cli import UsageError
+
+    if args.init_from:
+        raise UsageError("give --init_from or run_squad.py's --vocab_file, "
+                         "--bert_config_file and --init_checkpoint, not both")
+    if len(given) < 3:
+        missing = sorted({"vocab_file", "bert_config_file", "init_checkpoint"} - set(given))
+        raise UsageError(f"--{given[0]} needs {', '.join('--' + m for m in missing)} too")
+    import atexit
+    import glob
+    import shutil
+    import tempfile
+
+    pieces = sorted(glob.glob(args.init_checkpoint + ".*"))
+    for path, flag in ((args.vocab_file, "--vocab_file"),
+                       (args.bert_config_file, "--bert_config_file")):
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{flag} {path}: no such file")
+    if not any(p.endswith(".index") for p in pieces):
+        raise FileNotFoundError(f"--init_checkpoint {args.init_checkpoint}: no "
+                                f"{args.init_checkpoint}.index")
+    folder = tempfile.mkdtemp(prefix="kbert-google-")
+    atexit.register(shutil.rmtree, folder, True)
+    os.symlink(os.path.abspath(args.vocab_file), os.path.join(folder, "vocab.txt"))
+    os.symlink(os.path.abspath(args.bert_config_file), os.path.join(folder, "bert_config.json"))
+    for piece in pieces:
+        suffix = piece[len(args.init_checkpoint):]
+        os.symlink(os.path.abspath(piece), os.path.join(folder, "bert_model.ckpt" + suffix))
+    args.init_from = folder
+    if args.do_lower_case is None:  # run_squad.py's default
+        args.do_lower_case = True
+
+
+def _prepare(args) -> None:
+    """Defaults that depend on other flags, then the checks, before any work."""
+    from kbert.cli import UsageError, check_export_dir
+    from kbert.tasks.common import check_training_flags
+
+    if args.do_train is None and args.do_predict is None:
+        args.do_train = args.do_predict = True
+    args.do_train, args.do_predict = bool(args.do_train), bool(args.do_predict)
+    if not (args.do_train or args.do_predict):
+        raise UsageError("at least one of --do_train and --do_predict must be true")
+    _google_flags_to_folder(args)
+    explicit_export = args.export_dir is not None and args.export_dir.lower() != "none"
+    if args.export_dir is None:
+        args.export_dir = os.path.join(args.output_dir, "serving", "squad", "1")
+    elif args.export_dir.lower() == "none":
+        args.export_dir = None
+    defaults = REAL_DEFAULTS if (args.train_file or args.predict_file or args.tfds) \
+        else dict(SAMPLE_DEFAULTS)
+    if defaults is not REAL_DEFAULTS and args.version_2_with_negative:
+        defaults["num_train_epochs"] = SAMPLE_V2_EPOCHS
+    for key, value in defaults.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    check_training_flags(args, specials=3)
+    if args.max_query_length < 1:
+        raise UsageError(f"--max_query_length {args.max_query_length}: must be at least 1")
+    if args.doc_stride < 1:
+        raise UsageError(f"--doc_stride {args.doc_stride}: must be at least 1")
+    # The default export inside --output_dir belongs to the run and is replaced.
+    check_export_dir(args.export_dir if explicit_export else None, args.overwrite)
 
 
 def _evaluate_main(argv) -> int:
@@ -100,21 +185,15 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["evaluate"]:
         return _evaluate_main(argv[1:])
-    args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    from kbert.cli import add_cli_flags, run_command
     from kbert.tasks.squad.run import run
 
-    if args.export_dir is None:
-        args.export_dir = os.path.join(args.output_dir, "serving", "squad", "1")
-    elif args.export_dir.lower() == "none":
-        args.export_dir = None
-    defaults = REAL_DEFAULTS if (args.train_file or args.tfds) else dict(SAMPLE_DEFAULTS)
-    if defaults is not REAL_DEFAULTS and args.version_2_with_negative:
-        defaults["num_train_epochs"] = SAMPLE_V2_EPOCHS
-    for key, value in defaults.items():
-        if getattr(args, key) is None:
-            setattr(args, key, value)
-    results = run(args)
+    parser = _parser()
+    add_cli_flags(parser)
+    results, args = run_command(parser, argv, lambda a: (run(a), a), _prepare)
+    if not results:
+        print(f"trained; the model is in {args.output_dir} (predict with --do_predict)")
+        return 0
     key_em = "exact" if "exact" in results else "exact_match"
     print(f"SQuAD {'v2.0' if 'exact' in results else 'v1.1'}: EM {results[key_em]:.2f} "
           f"F1 {results['f1']:.2f} ({args.output_dir}/eval_results.json)")

@@ -38,12 +38,15 @@ def load_json(path: str | os.PathLike) -> dict:
     return data
 
 
-def read_squad(path_or_json, strict: bool = False) -> list[SquadExample]:
+def read_squad(path_or_json, strict: bool = False, source: str | None = None
+               ) -> list[SquadExample]:
     """Reads SQuAD v1.1 or v2.0 examples, checking every answer against its context.
 
     Args:
         path_or_json: a file path or the already loaded JSON object.
         strict: raise on a bad question instead of skipping it with a warning.
+        source: the name warnings and errors give an already loaded JSON object (its
+            file); a path names itself.
 
     A question is bad when its context is empty, its question text is empty, or an
     answer's `answer_start` does not point at the answer text in the context. Each
@@ -53,7 +56,7 @@ def read_squad(path_or_json, strict: bool = False) -> list[SquadExample]:
     Returns:
         The valid examples, in file order.
     """
-    source = "<json>"
+    source = source or "<json>"
     if isinstance(path_or_json, (str, os.PathLike)):
         source = os.fspath(path_or_json)
         path_or_json = load_json(source)

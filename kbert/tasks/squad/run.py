@@ -10,11 +10,11 @@ import os
 import keras
 import tensorflow as tf
 
-from kbert import BertEncoder
 from kbert import training
 from kbert.export import export_squad
-from kbert.export.folder import save_task_folder
+from kbert.export.folder import load_task_folder, save_task_folder
 from kbert.io import atomic_file
+from kbert.models.interface import find_encoder
 from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options,
                                 tokenizer_options)
 from kbert.tasks.squad.data import load_json, read_squad
@@ -36,21 +36,42 @@ def _write_json(path, obj):
 
 
 def load_data(args):
-    """(train examples, dev examples, dev JSON) from files, TFDS or the bundled sample."""
+    """(train examples, dev examples, dev JSON) from files, TFDS or the bundled sample;
+    with --do_train or --do_predict alone, the other side is empty."""
     if args.tfds:
         return _load_tfds(args.version_2_with_negative)
     if args.train_file or args.predict_file:
-        if not (args.train_file and args.predict_file):
-            raise SystemExit("give both --train_file and --predict_file (or neither, for "
-                             "the bundled sample)")
-        dev_json = load_json(args.predict_file)
-        return read_squad(args.train_file), read_squad(dev_json), dev_json
+        missing = [flag for flag, needed, given in (
+            ("--train_file", args.do_train, args.train_file),
+            ("--predict_file", args.do_predict, args.predict_file)) if needed and not given]
+        if missing:
+            raise SystemExit(f"give {' and '.join(missing)} (or no data flag, for the "
+                             "bundled sample)")
+        train, dev, dev_json = [], [], None
+        if args.do_train:
+            train = read_squad(args.train_file)
+            check_version(args.train_file, train, args.version_2_with_negative)
+        if args.do_predict:
+            dev_json = load_json(args.predict_file)
+            dev = read_squad(dev_json, source=args.predict_file)
+            check_version(args.predict_file, dev, args.version_2_with_negative)
+        return train, dev, dev_json
     data = make_sample(args.sample_paragraphs, args.seed, args.version_2_with_negative)
     dev = dict(data, data=data["data"][::6])
     train = dict(data, data=[a for i, a in enumerate(data["data"]) if i % 6])
     _write_json(os.path.join(args.output_dir, "sample_train.json"), train)
     _write_json(os.path.join(args.output_dir, "sample_dev.json"), dev)
     return read_squad(train, strict=True), read_squad(dev, strict=True), dev
+
+
+def check_version(path: str, examples, version_2: bool) -> None:
+    """SQuAD v2.0 data needs --version_2_with_negative: trained as v1.1, its unanswerable
+    questions would be dropped from training and score EM 0 in evaluation."""
+    impossible = sum(e.is_impossible for e in examples)
+    if impossible and not version_2:
+        raise ValueError(f"{path}: SQuAD v2.0 data ({impossible} of {len(examples)} "
+                         "questions have no answer, is_impossible); pass "
+                         "--version_2_with_negative")
 
 
 def _load_tfds(version_2):
@@ -84,24 +105,66 @@ def _load_tfds(version_2):
 
 
 def run(args) -> dict:
-    """Trains and evaluates as the flags say; returns the official metrics."""
+    """Trains and evaluates as the flags say (run_squad.py's --do_train and
+    --do_predict: both by default); returns the official metrics ({} without
+    prediction)."""
     runtime = training.Runtime.from_flags(args)  # first: it may configure the runtime
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     train_examples, dev_examples, dev_json = load_data(args)
+    feature_args = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
+                        max_query_length=args.max_query_length)
+    settings = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
+                    max_query_length=args.max_query_length, n_best_size=args.n_best_size,
+                    max_answer_length=args.max_answer_length,
+                    version_2_with_negative=args.version_2_with_negative,
+                    null_score_diff_threshold=args.null_score_diff_threshold)
+    if args.do_train:
+        model, tokenizer = train(args, runtime, train_examples, feature_args)
+        encoder = find_encoder(model)
+        encoder.save_pretrained(os.path.join(args.output_dir, "encoder"), tokenizer=tokenizer)
+        save_task_folder(args.output_dir, model, tokenizer, "squad", **settings)
+    else:  # --do_predict alone: the model a --do_train run left in --output_dir
+        task, model, tokenizer, _ = load_task_folder(args.output_dir)
+        if task != "squad":
+            raise ValueError(f"{args.output_dir}: holds a {task!r} model, not a SQuAD one")
+    if not args.do_predict:
+        return {}
+
+    dev_features = convert_examples(dev_examples, tokenizer, **feature_args)
+    if not dev_features:
+        raise SystemExit(f"{args.predict_file or 'the evaluation data'}: no question to "
+                         "predict")
+    logger.info("%d evaluation questions -> %d windows", len(dev_examples), len(dev_features))
+    dev_arrays = feature_arrays(dev_features)
+    logits = model.predict({k: dev_arrays[k] for k in ("token_ids", "segment_ids",
+                                                       "padding_mask")},
+                           batch_size=args.predict_batch_size, verbose=0)
+    predictions = postprocess(dev_examples, dev_features, logits["start_logits"],
+                              logits["end_logits"], args.n_best_size, args.max_answer_length,
+                              args.version_2_with_negative, args.null_score_diff_threshold)
+    predictions.write(args.output_dir)
+    results = evaluate(dev_json, predictions.answers,
+                       predictions.null_odds if args.version_2_with_negative else None)
+    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    if args.export_dir:
+        export_squad(model, tokenizer, args.export_dir, **settings)
+        _check_export(args.export_dir, dev_examples, predictions)
+        logger.info("SavedModel for TF Serving: %s", args.export_dir)
+    return results
+
+
+def train(args, runtime, train_examples, feature_args):
+    """Tokenizer (from --init_from or learned), windows, and the fine-tuned span model."""
     tokenizer = build_tokenizer([e.context for e in train_examples]
                                 + [e.question for e in train_examples],
                                 **tokenizer_options(args))
-    feature_args = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
-                        max_query_length=args.max_query_length)
     train_features = convert_examples(train_examples, tokenizer, is_training=True,
                                       **feature_args)
-    dev_features = convert_examples(dev_examples, tokenizer, **feature_args)
-    if not train_features or not dev_features:
-        raise SystemExit("no training or evaluation windows: check the data files")
-    logger.info("%d training questions -> %d windows; %d evaluation questions -> %d windows",
-                len(train_examples), len(train_features), len(dev_examples), len(dev_features))
-
+    if not train_features:
+        raise SystemExit("no training windows: check --train_file")
+    logger.info("%d training questions -> %d windows", len(train_examples),
+                len(train_features))
     arrays = feature_arrays(train_features)
     x = {k: arrays[k] for k in ("token_ids", "segment_ids", "padding_mask")}
     y = {"start_logits": arrays["start_positions"], "end_logits": arrays["end_positions"]}
@@ -111,6 +174,7 @@ def run(args) -> dict:
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
                                      training=True, seed=args.seed)
     losses, weights = span_losses()
+
     def make_model():
         encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
         # The span head never reads the pooler: frozen, it gets no missing gradient.
@@ -127,31 +191,7 @@ def run(args) -> dict:
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
                  verbose=2)
-
-    dev_arrays = feature_arrays(dev_features)
-    logits = model.predict({k: dev_arrays[k] for k in ("token_ids", "segment_ids",
-                                                       "padding_mask")},
-                           batch_size=args.predict_batch_size, verbose=0)
-    predictions = postprocess(dev_examples, dev_features, logits["start_logits"],
-                              logits["end_logits"], args.n_best_size, args.max_answer_length,
-                              args.version_2_with_negative, args.null_score_diff_threshold)
-    predictions.write(args.output_dir)
-    results = evaluate(dev_json, predictions.answers,
-                       predictions.null_odds if args.version_2_with_negative else None)
-    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
-    encoder = next(layer for layer in model.layers if isinstance(layer, BertEncoder))
-    encoder.save_pretrained(os.path.join(args.output_dir, "encoder"), tokenizer=tokenizer)
-    settings = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
-                    max_query_length=args.max_query_length, n_best_size=args.n_best_size,
-                    max_answer_length=args.max_answer_length,
-                    version_2_with_negative=args.version_2_with_negative,
-                    null_score_diff_threshold=args.null_score_diff_threshold)
-    save_task_folder(args.output_dir, model, tokenizer, "squad", **settings)
-    if args.export_dir:
-        export_squad(model, tokenizer, args.export_dir, **settings)
-        _check_export(args.export_dir, dev_examples, predictions)
-        logger.info("SavedModel for TF Serving: %s", args.export_dir)
-    return results
+    return model, tokenizer
 
 
 def _check_export(export_dir, examples, predictions, n=64):

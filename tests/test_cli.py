@@ -1,0 +1,156 @@
+"""The command lines as users meet them: flags checked before any work or file, one
+`error:` line with exit status 2 (flags) or 1 (data), no output folder left by a failed
+run, run_squad.py's flags with their meanings."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import kbert
+from kbert.tasks.glue import __main__ as glue_cli
+from kbert.tasks.squad import __main__ as squad_cli
+from kbert.tasks.squad.sample import make_sample
+from tests.conftest import TINY_VOCAB
+
+
+def _fails(main, argv, capsys, status):
+    with pytest.raises(SystemExit) as err:
+        main(argv)
+    assert err.value.code == status, (err.value.code, capsys.readouterr())
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
+    assert lines and "Traceback" not in "\n".join(lines)
+    # kbert's checks print one "error: ..." line; argparse's own (a value of the wrong
+    # type) print the usage, then "prog: error: ...".
+    assert lines[-1].startswith("error: ") or (
+        lines[0].startswith("usage:") and ": error: argument " in lines[-1]), lines
+    return lines[-1]
+
+
+@pytest.fixture
+def tiny_folder(tmp_path):
+    """A kbert BERT folder with 64 positions and its vocabulary."""
+    tokenizer = kbert.BertTokenizer(TINY_VOCAB)
+    encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny", vocab_size=len(TINY_VOCAB)))
+    encoder.save_pretrained(tmp_path / "tiny", tokenizer=tokenizer)
+    return str(tmp_path / "tiny")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--train_batch_size", "0"], "error: --train_batch_size 0: must be at least 1"),
+    (["--predict_batch_size", "-1"], "error: --predict_batch_size -1: must be at least 1"),
+    (["--num_train_epochs", "0"], "error: --num_train_epochs 0.0: must be more than 0"),
+    (["--max_seq_length", "2"], "error: --max_seq_length 2: leaves no room"),
+    (["--export_dir", "SERVING/mrpc"], "error: --export_dir SERVING/mrpc: must end in a "
+                                       "version number"),
+])
+def test_glue_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
+    out = tmp_path / "out"
+    flags = [f.replace("SERVING", str(tmp_path / "serving")) for f in flags]
+    line = _fails(glue_cli.main, ["--task", "mrpc", "--data_dir", str(tmp_path),
+                                  "--output_dir", str(out), *flags], capsys, 2)
+    assert line.startswith(message.replace("SERVING", str(tmp_path / "serving")))
+    assert not out.exists()
+
+
+def test_sequence_length_is_checked_against_the_model(tmp_path, capsys, tiny_folder):
+    out = tmp_path / "out"
+    line = _fails(squad_cli.main, ["--init_from", tiny_folder, "--max_seq_length", "600",
+                                   "--output_dir", str(out)], capsys, 2)
+    assert line == f"error: --max_seq_length 600: the model in --init_from {tiny_folder} " \
+                   "has 64 positions"
+    line = _fails(squad_cli.main, ["--init_from", str(tmp_path / "nope"),
+                                   "--output_dir", str(out)], capsys, 1)
+    assert line == f"error: --init_from {tmp_path / 'nope'}: no such folder"
+    assert not out.exists()
+
+
+def test_existing_export_version_is_refused_unless_overwrite(tmp_path, capsys):
+    (tmp_path / "serving" / "mrpc" / "3").mkdir(parents=True)
+    argv = ["--task", "mrpc", "--data_dir", str(tmp_path / "nodata"), "--output_dir",
+            str(tmp_path / "out"), "--export_dir", str(tmp_path / "serving" / "mrpc" / "3")]
+    line = _fails(glue_cli.main, argv, capsys, 2)
+    assert "exists already" in line and "--overwrite" in line
+    # With --overwrite the export is allowed; the run then fails on the missing data,
+    # with one line naming it (exit 1), and leaves no output folder.
+    line = _fails(glue_cli.main, argv + ["--overwrite"], capsys, 1)
+    assert "nodata" in line and not (tmp_path / "out").exists()
+
+
+def _squad_files(tmp_path, version_2):
+    data = make_sample(30, 0, version_2)
+    train = dict(data, data=data["data"][5:])
+    dev = dict(data, data=data["data"][:5])
+    for name, d in (("train.json", train), ("dev.json", dev)):
+        (tmp_path / name).write_text(json.dumps(d))
+    return str(tmp_path / "train.json"), str(tmp_path / "dev.json")
+
+
+def test_squad_v2_data_without_the_flag_is_an_error(tmp_path, capsys):
+    train, dev = _squad_files(tmp_path, version_2=True)
+    out = tmp_path / "out"
+    line = _fails(squad_cli.main, ["--train_file", train, "--predict_file", dev,
+                                   "--output_dir", str(out)], capsys, 1)
+    assert line.startswith(f"error: {train}: SQuAD v2.0 data (") and \
+        line.endswith("pass --version_2_with_negative")
+    assert not out.exists()
+
+
+def test_run_squad_flag_combinations(tmp_path, capsys):
+    train, dev = _squad_files(tmp_path, version_2=False)
+    line = _fails(squad_cli.main, ["--do_train=false", "--do_predict", "false",
+                                   "--output_dir", str(tmp_path / "o")], capsys, 2)
+    assert line == "error: at least one of --do_train and --do_predict must be true"
+    line = _fails(squad_cli.main, ["--vocab_file", train, "--output_dir", str(tmp_path / "o")],
+                  capsys, 2)
+    assert line == "error: --vocab_file needs --bert_config_file, --init_checkpoint too"
+    line = _fails(squad_cli.main, ["--do_train", "--train_file", train, "--do_lower_case=maybe",
+                                   "--output_dir", str(tmp_path / "o")], capsys, 2)
+    assert line.endswith("error: argument --do_lower_case: expected true or false, got 'maybe'")
+
+
+@pytest.mark.e2e
+def test_run_squad_flags_train_then_predict(tmp_path, capsys):
+    """Google's --vocab_file/--bert_config_file/--init_checkpoint, then --do_train
+    alone (the model stays in --output_dir) and --do_predict alone (it is read back)."""
+    from tests.test_checkpoints import _write_google_checkpoint
+
+    encoder = kbert.BertEncoder(kbert.BertConfig(
+        vocab_size=len(TINY_VOCAB), hidden_size=32, num_layers=2, num_heads=4,
+        intermediate_size=37, max_position_embeddings=128, hidden_act="gelu_tanh"))
+    google = tmp_path / "google"
+    _write_google_checkpoint(encoder, google)
+    (google / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+    os.rename(google / "vocab.txt", tmp_path / "my_vocab.txt")  # not beside the checkpoint
+    train, dev = _squad_files(tmp_path, version_2=False)
+    out = tmp_path / "out"
+    common = ["--vocab_file", str(tmp_path / "my_vocab.txt"), "--bert_config_file",
+              str(google / "bert_config.json"), "--init_checkpoint",
+              str(google / "bert_model.ckpt"), "--do_lower_case=true",
+              "--max_seq_length", "96", "--doc_stride", "48", "--output_dir", str(out),
+              "--export_dir", "none", "--train_batch_size", "8", "--num_train_epochs", "1"]
+    assert squad_cli.main(["--do_train", "--train_file", train, *common]) == 0
+    assert "trained; the model is in" in capsys.readouterr().out
+    assert (out / "model.keras").exists() and not (out / "predictions.json").exists()
+    assert squad_cli.main(["--do_predict", "--predict_file", dev, "--output_dir", str(out),
+                           "--export_dir", "none", "--max_seq_length", "96",
+                           "--doc_stride", "48"]) == 0
+    assert "SQuAD v1.1: EM" in capsys.readouterr().out
+    predictions = json.loads((out / "predictions.json").read_text())
+    dev_ids = [qa["id"] for a in json.loads(open(dev).read())["data"]
+               for p in a["paragraphs"] for qa in p["qas"]]
+    assert sorted(predictions) == sorted(dev_ids)
+
+
+@pytest.mark.subprocess
+def test_a_failing_command_prints_one_error_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "kbert.tasks.glue", "--task", "rte",
+                           "--data_dir", str(tmp_path / "missing"), "--output_dir",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert "missing" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "out").exists()
