@@ -78,6 +78,7 @@ def _count_fused_updates(monkeypatch):
     return calls
 
 
+@pytest.mark.e2e
 def test_mirrored_two_replicas_follows_default_strategy(monkeypatch):
     calls = _count_fused_updates(monkeypatch)
     default, _ = _train_losses(tf.distribute.get_strategy())
@@ -91,6 +92,7 @@ def test_mirrored_two_replicas_follows_default_strategy(monkeypatch):
     np.testing.assert_allclose(mirrored, default, rtol=1e-3)
 
 
+@pytest.mark.e2e
 def test_trimmed_batches_train_as_padded_ones_also_on_two_replicas():
     """Six steps on batches cut to their longest row lose as on the padded batches, on
     one replica and on two (which share each cut batch)."""
@@ -161,6 +163,7 @@ def test_multi_worker_two_processes_agree(tmp_path):
 
 
 # ------------------------------------------------------------------ XLA, precision
+@pytest.mark.e2e
 def test_xla_loses_like_the_default_path():
     eager, _ = _train_losses(tf.distribute.get_strategy(), jit=False)
     xla, model = _train_losses(tf.distribute.get_strategy(), jit=True)
@@ -168,6 +171,7 @@ def test_xla_loses_like_the_default_path():
     np.testing.assert_allclose(xla, eager, atol=1e-4)
 
 
+@pytest.mark.e2e
 def test_bfloat16_mixed_precision_loses_like_float32():
     full, _ = _train_losses(tf.distribute.get_strategy())
     try:
@@ -186,6 +190,7 @@ def test_bfloat16_mixed_precision_loses_like_float32():
         training.set_precision("fp8")
 
 
+@pytest.mark.e2e
 def test_static_shapes_and_xla_train_step_for_tpu():
     """What a TPU needs, checked on CPU: fixed shapes and an XLA-compiled step."""
     data = training.finalize_dataset(train_script.examples(), 16, training=True, seed=0)
@@ -272,6 +277,7 @@ def test_trimmed_batches_give_the_same_outputs_and_gradients():
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6, err_msg=v.path)
 
 
+@pytest.mark.e2e
 def test_trimmed_dataset_trains_with_xla():
     """Batches of several lengths through one compiled `fit`, several steps per call
     (XLA compiles each shape)."""
@@ -361,6 +367,7 @@ def test_weight_decay_skips_layer_norm_and_bias():
     assert layer_norms and not set(layer_norms) & decayed
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", ["adamw", "lamb"])
 def test_accumulation_equals_a_larger_batch(name):
     data = iter(training.finalize_dataset(train_script.examples(), 8, True, seed=0))
