@@ -5,8 +5,20 @@ no output folder left behind by a run that failed before writing anything."""
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
+import shutil
+
+# The flags a training run was started with, in its --output_dir.
+RUN_FILE = "kbert_run.json"
+# Flags that do not change what is trained (where it is written, what is predicted or
+# exported afterwards, how much is printed).
+NOT_SETTINGS = frozenset({
+    "verbose", "overwrite", "overwrite_output_dir", "export_dir", "predict_batch_size",
+    "do_train", "do_predict", "predict_file", "keep_checkpoints", "tensorboard_dir",
+    "n_best_size", "max_answer_length", "null_score_diff_threshold", "ax_file", "model_dir",
+    "no_check"})
 
 
 def parse_bool(text) -> bool:
@@ -28,11 +40,44 @@ DATA_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryEr
                PermissionError, KeyError)
 
 
-def add_cli_flags(parser: argparse.ArgumentParser) -> None:
+def add_cli_flags(parser: argparse.ArgumentParser, training: bool = True) -> None:
     parser.add_argument("--verbose", action="store_true",
                         help="show tracebacks and TensorFlow's own log lines")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --export_dir version folder")
+    if training:
+        parser.add_argument("--overwrite_output_dir", action="store_true",
+                            help="start over in an --output_dir that holds a run (by "
+                                 "default the same flags resume it, other flags are an "
+                                 "error)")
+
+
+def check_rerun(args, flags: dict) -> None:
+    """Records the run's flags in --output_dir, or compares them with a run already
+    there: the same flags resume it; other flags are an error naming them, unless
+    --overwrite_output_dir, which starts over (its checkpoints are removed)."""
+    output_dir = getattr(args, "output_dir", None)
+    if not output_dir or getattr(args, "do_train", True) is False:
+        return  # no training: nothing is resumed
+    settings = {k: v for k, v in flags.items() if k not in NOT_SETTINGS}
+    path = os.path.join(output_dir, RUN_FILE)
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            before = json.load(f)
+        differ = sorted(k for k in set(before) | set(settings)
+                        if before.get(k) != settings.get(k))
+        if differ and not getattr(args, "overwrite_output_dir", False):
+            changes = ", ".join(f"--{k} {settings.get(k)} (was {before.get(k)})"
+                                for k in differ)
+            raise UsageError(f"--output_dir {output_dir} holds a run started with other "
+                             f"flags: {changes}. Give the same flags to resume it, another "
+                             "--output_dir, or --overwrite_output_dir to start over")
+    if getattr(args, "overwrite_output_dir", False):
+        shutil.rmtree(os.path.join(output_dir, "checkpoints"), ignore_errors=True)
+    from kbert.io import atomic_file
+
+    with atomic_file(path) as f:
+        json.dump(settings, f, indent=2, sort_keys=True)
 
 
 def check_export_dir(export_dir: str | None, overwrite: bool, flag: str = "--export_dir"
@@ -58,6 +103,7 @@ def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):
     its last checkpoint is; an output folder the command created is removed when the
     run fails before writing anything into it."""
     args = parser.parse_args(argv)
+    flags = dict(vars(args))  # as given, before defaults that depend on other flags
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:
         logging.getLogger("absl").setLevel(logging.WARNING)  # TF's sharding chatter
@@ -67,6 +113,7 @@ def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):
     try:
         if validate is not None:
             validate(args)
+        check_rerun(args, flags)
         return run(args)
     except UsageError as e:
         _remove_if_empty(output_dir, existed)
@@ -97,5 +144,5 @@ def _remove_if_empty(output_dir, existed: bool) -> None:
     first steps wrote before any training) is not a result: remove it."""
     if existed or not output_dir or not os.path.isdir(output_dir):
         return
-    if not os.listdir(output_dir):
-        os.rmdir(output_dir)
+    if set(os.listdir(output_dir)) <= {RUN_FILE}:
+        shutil.rmtree(output_dir)

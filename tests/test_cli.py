@@ -154,3 +154,84 @@ def test_a_failing_command_prints_one_error_line(tmp_path):
     assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "missing" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "out").exists()
+
+
+def _glue_argv(data, out, *extra):
+    return ["--task", "sst2", "--data_dir", data, "--output_dir", str(out),
+            "--num_train_epochs", "1", "--train_batch_size", "4", "--steps_per_loop", "2",
+            "--max_seq_length", "16", "--vocab_size", "60", "--do_predict", *extra]
+
+
+@pytest.mark.e2e
+def test_rerun_resumes_refuses_other_settings_and_starts_over(tmp_path, capsys):
+    from glue_fixtures import write_task
+
+    data = write_task(str(tmp_path), "sst2", {"train.tsv": 12, "dev.tsv": 4, "test.tsv": 3})
+    out = tmp_path / "out"
+    assert glue_cli.main(_glue_argv(data, out)) == 0
+    recorded = json.loads((out / "kbert_run.json").read_text())
+    assert recorded["learning_rate"] == 2e-5 and "export_dir" not in recorded
+    # A finished run keeps its last checkpoint only; the model file holds no optimizer.
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [
+        "checkpoint", "ckpt-4.data-00000-of-00001", "ckpt-4.index"]
+    import zipfile
+
+    import h5py
+
+    with zipfile.ZipFile(out / "model.keras") as z, z.open("model.weights.h5") as f:
+        with h5py.File(f) as h5:
+            assert "optimizer" not in h5
+    capsys.readouterr()
+    line = _fails(glue_cli.main, _glue_argv(data, out, "--learning_rate", "3e-5"), capsys, 2)
+    assert line.startswith(f"error: --output_dir {out} holds a run started with other flags: "
+                           "--learning_rate 3e-05 (was 2e-05)")
+    assert glue_cli.main(_glue_argv(data, out)) == 0  # the same flags: complete already
+    assert glue_cli.main(_glue_argv(data, out, "--learning_rate", "3e-5",
+                                    "--overwrite_output_dir")) == 0
+    assert json.loads((out / "kbert_run.json").read_text())["learning_rate"] == 3e-5
+
+
+@pytest.mark.e2e
+@pytest.mark.subprocess
+def test_ctrl_c_then_the_same_command_resumes_to_the_same_predictions(tmp_path):
+    import signal
+    import time
+
+    from glue_fixtures import write_task
+
+    data = write_task(str(tmp_path), "sst2", {"train.tsv": 1600, "dev.tsv": 20, "test.tsv": 20})
+
+    def command(out):
+        return [
+            sys.executable, "-m", "kbert.tasks.glue", "--task", "sst2", "--data_dir", data,
+            "--output_dir", str(out), "--num_train_epochs", "2", "--train_batch_size", "4",
+            "--steps_per_loop", "20", "--max_seq_length", "16", "--vocab_size", "60",
+            "--do_predict"]
+
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    whole = subprocess.run(command(tmp_path / "whole"), capture_output=True, text=True,
+                           timeout=600, env=env)
+    assert whole.returncode == 0, whole.stderr[-2000:]
+
+    out = tmp_path / "cut"
+    proc = subprocess.Popen(command(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env)
+    index = out / "checkpoints" / "checkpoint"
+    deadline = time.time() + 300
+    while not index.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert index.exists() and proc.poll() is None, "no checkpoint before the run ended"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    assert err.strip().splitlines()[-1] == (
+        f"interrupted: the last checkpoint is in {out / 'checkpoints'}; run the same "
+        "command again to resume from it")
+    assert "Traceback" not in err
+
+    resumed = subprocess.run(command(out), capture_output=True, text=True, timeout=600,
+                             env=env)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resumed from" in resumed.stderr
+    for name in ("SST-2.tsv", "eval_results.json"):
+        assert (out / name).read_text() == (tmp_path / "whole" / name).read_text(), name

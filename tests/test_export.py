@@ -248,6 +248,24 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "OK: 6 warmup requests answered" in proc.stdout
+    # 2.19 is older than the TensorFlow that wrote the export: the check says so.
+    assert f"WARNING: written by TensorFlow {tf.__version__}, newer than TF Serving 2.19" \
+        in proc.stdout
+    from kbert.export.ops import older_server_warning
+
+    assert "TF Serving 2.12 lacks the core op(s) DisableCopyOnRead" in older_server_warning(
+        str(export_dir), "2.12")
+    assert older_server_warning(str(export_dir), ".".join(tf.__version__.split(".")[:2])) \
+        is None
+    # An existing version folder is refused (TF Serving would not reload it).
+    again = [sys.executable, "-m", "kbert.export", "--model_dir", str(tmp_path / "run"),
+             "--task", "classifier", "--export_dir", str(export_dir), "--no_check"]
+    proc = subprocess.run(again, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+        f"error: --export_dir {export_dir}: exists already (TF Serving would not load a "
+        "changed model under a version it has); use a new version number or --overwrite")
+    proc = subprocess.run(again + ["--overwrite"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
     # The wrong task for the folder is refused by name.
     proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir",
                            str(tmp_path / "run"), "--task", "squad", "--export_dir",

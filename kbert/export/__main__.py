@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     from kbert.export.folder import export_from_folder
 
     parser = _parser()
-    add_cli_flags(parser)
+    add_cli_flags(parser, training=False)
 
     def export(args):
         path = export_from_folder(args.model_dir, args.task, args.export_dir,

@@ -99,6 +99,9 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
         ok = False
     used = ops_lib.saved_model_ops(export_dir)
     missing = ops_lib.missing_ops(export_dir, serving_version)
+    warning = ops_lib.older_server_warning(export_dir, serving_version)
+    if warning:
+        out(f"  WARNING: {warning}")
     out(f"  {len(used)} op types; tensorflow_model_server {serving_version} has "
         f"{len(used) - len(missing)} of them")
     for op in sorted(used):

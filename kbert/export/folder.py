@@ -19,6 +19,19 @@ TASK_FILE = "kbert_task.json"
 TASKS = ("classifier", "squad", "ner", "embeddings")
 
 
+def weights_only(model: keras.Model) -> keras.Model:
+    """`model` without its optimizer: an uncompiled clone with the same weights. A
+    compiled model's `.keras` file also holds the optimizer's slots (twice the weights
+    for Adam); the task folder keeps the weights, the checkpoints keep the optimizer."""
+    if getattr(model, "optimizer", None) is None:
+        return model
+    # keras.models.clone_model keeps the compiled optimizer; a model rebuilt from its
+    # config has none.
+    clone = model.__class__.from_config(model.get_config())
+    clone.set_weights(model.get_weights())
+    return clone
+
+
 def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **settings) -> None:
     """Writes model, tokenizer and task settings into `path`, each file atomically."""
     if task not in TASKS:
@@ -31,7 +44,7 @@ def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **sett
     tokenizer.save_pretrained(path)
     target = os.path.join(path, "model.keras")
     tmp = os.path.join(path, ".tmp-model.keras")
-    model.save(tmp)
+    weights_only(model).save(tmp)
     os.replace(tmp, target)
     with atomic_file(os.path.join(path, TASK_FILE)) as f:
         json.dump({"task": task, "family": family, "settings": settings}, f, indent=2,

@@ -47,6 +47,12 @@ _NEWER_THAN_2_12 = frozenset({
 # Registered in TensorFlow's op registry, but run by the Python interpreter.
 PYTHON_ONLY_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
+# Core ops that TensorFlow writes into SavedModels and that TF Serving 2.12, the oldest
+# release checked here, does not register (the variable-restore functions of TF 2.21
+# exports call DisableCopyOnRead). Other releases between 2.12 and the exporting
+# TensorFlow are not told apart.
+CORE_OPS_NEWER_THAN_2_12 = frozenset({"DisableCopyOnRead"})
+
 SERVING_VERSIONS = ("2.12", "2.13", "2.14", "2.15", "2.16", "2.17", "2.18", "2.19", "2.20",
                     "2.21")
 DEFAULT_SERVING_VERSION = SERVING_VERSIONS[-1]
@@ -100,6 +106,35 @@ def missing_ops(export_dir: str, serving_version: str = DEFAULT_SERVING_VERSION)
 
 class UnsupportedOpError(ValueError):
     pass
+
+
+def writer_version(export_dir: str) -> str:
+    """The TensorFlow version that wrote the SavedModel ("" if it does not say)."""
+    sm = internals.read_saved_model_proto(os.path.join(export_dir, "saved_model.pb"))
+    return next((m.meta_info_def.tensorflow_version for m in sm.meta_graphs
+                 if m.meta_info_def.tensorflow_version), "")
+
+
+def older_server_warning(export_dir: str, serving_version: str) -> str | None:
+    """A warning when `serving_version` is older than the TensorFlow that wrote the
+    export: TensorFlow supports a SavedModel only on a runtime at least as new, and the
+    check's core-op list is that of the TensorFlow running it."""
+    written = writer_version(export_dir)
+    if not written:
+        return None
+
+    def minor(v):
+        return tuple(int(x) for x in v.split(".")[:2])
+
+    if minor(serving_version) >= minor(written):
+        return None
+    known = sorted(op for op in saved_model_ops(export_dir)
+                   if op in CORE_OPS_NEWER_THAN_2_12) if serving_version == "2.12" else []
+    lacks = (f"; TF Serving 2.12 lacks the core op(s) {', '.join(known)} that it uses"
+             if known else "")
+    return (f"written by TensorFlow {written}, newer than TF Serving {serving_version}: "
+            "the core ops are checked against this TensorFlow, not that server's"
+            f"{lacks}. Serve it with TF Serving {'.'.join(written.split('.')[:2])} or later.")
 
 
 def check_ops(export_dir: str, serving_version: str = DEFAULT_SERVING_VERSION) -> set[str]:

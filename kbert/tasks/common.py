@@ -71,11 +71,27 @@ def add_training_flags(group, *, learning_rate, epochs, output_dir: str, export_
                        help="share of training steps with linear learning-rate warmup")
     group.add_argument("--steps_per_loop", type=int, default=200,
                        help="steps between checkpoints")
+    group.add_argument("--keep_checkpoints", type=int, default=1,
+                       help="checkpoints kept after a finished run (the last ones; with 0 "
+                            "none, and a rerun trains again)")
+    group.add_argument("--tensorboard_dir", default=None,
+                       help="TensorBoard logs (default OUTPUT_DIR/tensorboard; 'none': off)")
     group.add_argument("--output_dir", default=output_dir,
                        help="predictions, metrics, checkpoints and the fine-tuned model")
     group.add_argument("--export_dir", default=None, help=export_help)
     group.add_argument("--seed", type=int, default=0,
                        help="seed for initialization and shuffling")
+
+
+def fit_options(args) -> dict:
+    """`training.fit`'s folders from the flags: checkpoints and TensorBoard logs."""
+    tensorboard = getattr(args, "tensorboard_dir", None)
+    if tensorboard is None:
+        tensorboard = os.path.join(args.output_dir, "tensorboard")
+    elif tensorboard.lower() == "none":
+        tensorboard = None
+    return {"checkpoint_dir": os.path.join(args.output_dir, "checkpoints"),
+            "tensorboard_dir": tensorboard}
 
 
 def trim_multiple(trim_padding: int, strategy, seq_length: int) -> int:
@@ -178,6 +194,8 @@ def check_training_flags(args, specials: int = 2) -> None:
     for flag in ("train_batch_size", "predict_batch_size"):
         if getattr(args, flag, 1) < 1:
             raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
+    if getattr(args, "keep_checkpoints", 0) < 0:
+        raise UsageError(f"--keep_checkpoints {args.keep_checkpoints}: must be 0 or more")
     epochs = getattr(args, "num_train_epochs", None)
     if epochs is not None and not epochs > 0:
         raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")

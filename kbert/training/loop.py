@@ -182,6 +182,27 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
             tf.io.gfile.rmtree(cleanup)
 
 
+def prune_checkpoints(checkpoint_dir: str, keep: int = 1) -> None:
+    """After a finished run: keeps the last `keep` checkpoints of `checkpoint_dir` (with
+    1, a rerun of the same command sees a complete run and does not train again; with
+    0, the folder is removed)."""
+    if keep < 0:
+        raise ValueError(f"keep={keep}: must be 0 or more")
+    state = tf.train.get_checkpoint_state(checkpoint_dir)
+    if state is None:
+        return
+    if keep == 0:
+        tf.io.gfile.rmtree(checkpoint_dir)
+        return
+    paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+    kept, dropped = paths[-keep:], paths[:-keep]
+    tf.compat.v1.train.update_checkpoint_state(checkpoint_dir, kept[-1],
+                                               all_model_checkpoint_paths=kept)
+    for prefix in dropped:
+        for path in tf.io.gfile.glob(prefix + ".*"):
+            tf.io.gfile.remove(path)
+
+
 def _is_chief(strategy) -> bool:
     resolver = strategy.cluster_resolver
     if resolver.task_type in (None, "chief"):

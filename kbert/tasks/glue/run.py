@@ -15,7 +15,7 @@ from kbert import training
 from kbert.export import export_classifier
 from kbert.export.folder import load_task_folder, save_task_folder
 from kbert.io import atomic_file
-from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options,
+from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
                                 tokenizer_options, trim_multiple)
 from kbert.tasks.glue.data import load_dataset
 from kbert.tasks.glue.metrics import compute_metrics
@@ -186,10 +186,11 @@ def run(args) -> dict:
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)
     training.fit(model, data, total_steps, steps_per_loop,
-                 checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
+                 **fit_options(args),
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
                  verbose=2)
+    training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
 
     results = {}
     for split, examples in dev.items():

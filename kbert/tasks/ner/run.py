@@ -13,7 +13,7 @@ import tensorflow as tf
 from kbert import training
 from kbert.export.folder import save_task_folder
 from kbert.io import atomic_file
-from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options,
+from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
                                 tokenizer_options, trim_multiple)
 from kbert.tasks.ner.data import labels_of, load_tfds, read_conll
 from kbert.tasks.ner.evaluate import evaluate
@@ -87,10 +87,11 @@ def run(args) -> dict:
                                           int(total_steps * args.warmup_proportion)),
         {"logits": ner_loss()})
     training.fit(model, ds, total_steps, steps_per_loop,
-                 checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
+                 **fit_options(args),
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(features.padding_mask, batch),
                  verbose=2)
+    training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
     results = {}
     for split in ("dev", "test"):
         if split not in data:

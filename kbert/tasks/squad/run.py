@@ -15,7 +15,7 @@ from kbert.export import export_squad
 from kbert.export.folder import load_task_folder, save_task_folder
 from kbert.io import atomic_file
 from kbert.models.interface import find_encoder
-from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options,
+from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
                                 tokenizer_options)
 from kbert.tasks.squad.data import load_json, read_squad
 from kbert.tasks.squad.evaluate import evaluate
@@ -187,10 +187,11 @@ def train(args, runtime, train_examples, feature_args):
                                           int(total_steps * args.warmup_proportion)),
         losses, loss_weights=weights)
     training.fit(model, data, total_steps, steps_per_loop,
-                 checkpoint_dir=os.path.join(args.output_dir, "checkpoints"),
+                 **fit_options(args),
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
                  verbose=2)
+    training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
     return model, tokenizer
 
 
