@@ -235,3 +235,23 @@ def test_ctrl_c_then_the_same_command_resumes_to_the_same_predictions(tmp_path):
     assert "resumed from" in resumed.stderr
     for name in ("SST-2.tsv", "eval_results.json"):
         assert (out / name).read_text() == (tmp_path / "whole" / name).read_text(), name
+
+
+@pytest.mark.e2e
+def test_progress_counts_epochs_of_the_training_data(tmp_path, caplog):
+    import logging
+
+    from glue_fixtures import write_task
+
+    data = write_task(str(tmp_path), "sst2", {"train.tsv": 40, "dev.tsv": 4, "test.tsv": 3})
+    with caplog.at_level(logging.INFO, logger="kbert.training.loop"):
+        # 40 examples, batch 4: 10 steps an epoch, 3 epochs, checkpoint loops of 5 steps.
+        assert glue_cli.main(["--task", "sst2", "--data_dir", data, "--output_dir",
+                              str(tmp_path / "out"), "--num_train_epochs", "3",
+                              "--train_batch_size", "4", "--steps_per_loop", "5",
+                              "--max_seq_length", "16", "--vocab_size", "60"]) == 0
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("epoch ")]
+    assert lines[0].startswith("epoch 0.10/3  step 1/30  loss ")
+    assert lines[-1].startswith("epoch 3.00/3  step 30/30  loss ")
+    assert all(" lr " in x and "examples/s" in x and "ETA" in x for x in lines)
+    assert len(lines) == 30  # one line a step: ten an epoch at 10 steps an epoch

@@ -284,3 +284,16 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     log = prediction_log_pb2.PredictionLog.FromString(record.numpy())
     assert log.predict_log.request.model_spec.name == "mymodel"
     assert log.predict_log.request.model_spec.signature_name == "serving_default"
+
+
+def test_pair_requests_of_different_batch_sizes_fail_clearly(tmp_path, sample_and_tokenizer):
+    _, tokenizer = sample_and_tokenizer
+    model = _tiny_classifier(tokenizer, ["a", "b"])
+    export_classifier(model, tokenizer, str(tmp_path / "p" / "1"), ["a", "b"], pair=True,
+                      seq_length=16)
+    fn = tf.saved_model.load(str(tmp_path / "p" / "1")).signatures["serving_default"]
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="text and text_b must have the same batch size"):
+        fn(text=tf.constant(["a"]), text_b=tf.constant(["b", "c"]))
+    assert fn(text=tf.constant(["a", "x"]), text_b=tf.constant(["b", "c"]))[
+        "label"].shape == (2,)

@@ -42,6 +42,12 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
         module.labels = tf.constant([str(label) for label in labels])
 
     def serve(text, text_b=None):
+        if text_b is not None:  # one clear error instead of one deep in ragged code
+            same = tf.debugging.assert_equal(
+                tf.shape(text)[0], tf.shape(text_b)[0],
+                message="text and text_b must have the same batch size")
+            with tf.control_dependencies([same]):
+                text, text_b = tf.identity(text), tf.identity(text_b)
         inputs = tokenizer(text, text_b, seq_length=seq_length)
         if regression:
             score = float_output(model, inputs, "score")

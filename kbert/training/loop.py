@@ -77,6 +77,53 @@ class Throughput(keras.callbacks.Callback):
         self._start = time.perf_counter()
 
 
+class Progress(keras.callbacks.Callback):
+    """A progress line every `every` steps, in epochs of the training data (not
+    Keras' checkpoint loops): epoch, step, loss, learning rate, examples/s and the
+    time left.
+
+        epoch 1.25/3  step 250/600  loss 0.7312  lr 4.1e-05  212.3 examples/s  ETA 0:01:39
+    """
+
+    def __init__(self, total_steps: int, steps_per_epoch: float, every: int,
+                 examples_per_step: int | None = None):
+        super().__init__()
+        self.total_steps, self.steps_per_epoch = total_steps, max(steps_per_epoch, 1e-9)
+        self.every, self.examples_per_step = max(1, every), examples_per_step
+        self.lines: list[str] = []
+
+    def on_train_begin(self, logs=None):
+        self._start = time.perf_counter()
+        self._first = self._step = int(self.model.optimizer.iterations.numpy())
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        if self._step % self.every and self._step != self.total_steps:
+            return
+        elapsed = time.perf_counter() - self._start
+        done = self._step - self._first
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (self.total_steps - self._step) / rate if rate else 0.0
+        lr = self.model.optimizer.learning_rate
+        parts = [f"epoch {self._step / self.steps_per_epoch:.2f}/"
+                 f"{self.total_steps / self.steps_per_epoch:.4g}",
+                 f"step {self._step}/{self.total_steps}"]
+        if logs and "loss" in logs:
+            parts.append(f"loss {float(logs['loss']):.4f}")
+        parts.append(f"lr {float(keras.ops.convert_to_numpy(lr)):.3g}")
+        if self.examples_per_step:
+            parts.append(f"{rate * self.examples_per_step:.1f} examples/s")
+        parts.append(f"ETA {_clock(eta)}")
+        line = "  ".join(parts)
+        self.lines.append(line)
+        logger.info("%s", line)
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
 class _CheckpointEveryLoop(keras.callbacks.Callback):
     """Saves model, optimizer and the consumed-batch counter after every loop."""
 
@@ -105,7 +152,8 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         steps_per_loop: int = 100, checkpoint_dir: str | None = None, keep_checkpoints: int = 3,
         validation_data=None, tensorboard_dir: str | None = None,
         examples_per_step: int | None = None, tokens_per_step: float | None = None,
-        callbacks=(), verbose: int | str = "auto") -> keras.callbacks.History | None:
+        callbacks=(), verbose: int | str = "auto", steps_per_epoch: float | None = None
+        ) -> keras.callbacks.History | None:
     """Trains a compiled model for `total_steps` batches of an endless dataset.
 
     Checkpoints (model, optimizer slots and step) are written with
@@ -125,6 +173,9 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         steps_per_loop: steps between checkpoints and validation runs.
         examples_per_step, tokens_per_step: for the throughput log (kbert's task
             commands count real tokens, padding left out, as an average per batch).
+        steps_per_epoch: steps in one pass over the training data; given, progress is
+            logged in epochs (`Progress`, about ten lines an epoch) instead of Keras'
+            per-loop bar, whose "Epoch n/m" counts checkpoint loops.
 
     Returns:
         The Keras History of this run, or None when the run was already complete.
@@ -168,6 +219,11 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
     if examples_per_step:
         callbacks.append(Throughput(examples_per_step, tokens_per_step,
                                     every=min(steps_per_loop, 100)))
+    if steps_per_epoch:
+        callbacks.append(Progress(total_steps, steps_per_epoch,
+                                  every=math.ceil(steps_per_epoch / 10),
+                                  examples_per_step=examples_per_step))
+        verbose = 0
     epochs = math.ceil(total_steps / steps_per_loop)
     try:
         if multi_worker:

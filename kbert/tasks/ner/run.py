@@ -90,7 +90,7 @@ def run(args) -> dict:
                  **fit_options(args),
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(features.padding_mask, batch),
-                 verbose=2)
+                 steps_per_epoch=n_windows / batch)
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
     results = {}
     for split in ("dev", "test"):

@@ -190,7 +190,7 @@ def train(args, runtime, train_examples, feature_args):
                  **fit_options(args),
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
-                 verbose=2)
+                 steps_per_epoch=len(train_features) / batch)
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
     return model, tokenizer
 
