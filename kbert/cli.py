@@ -61,7 +61,10 @@ def check_rerun(args, flags: dict) -> None:
         return  # no training: nothing is resumed
     settings = {k: v for k, v in flags.items() if k not in NOT_SETTINGS}
     path = os.path.join(output_dir, RUN_FILE)
-    if os.path.exists(path):
+    # Only a run that got as far as a checkpoint is resumed (a run that failed on its
+    # data before training is simply run again with the corrected flags).
+    started = os.path.exists(os.path.join(output_dir, "checkpoints", "checkpoint"))
+    if os.path.exists(path) and started:
         with open(path, encoding="utf-8") as f:
             before = json.load(f)
         differ = sorted(k for k in set(before) | set(settings)

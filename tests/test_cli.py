@@ -255,3 +255,39 @@ def test_progress_counts_epochs_of_the_training_data(tmp_path, caplog):
     assert lines[-1].startswith("epoch 3.00/3  step 30/30  loss ")
     assert all(" lr " in x and "examples/s" in x and "ETA" in x for x in lines)
     assert len(lines) == 30  # one line a step: ten an epoch at 10 steps an epoch
+
+
+@pytest.mark.e2e
+@pytest.mark.subprocess
+@pytest.mark.parametrize("mask", [0o022, 0o027], ids=["umask022", "umask027"])
+def test_every_file_a_command_writes_honours_the_umask(tmp_path, mask):
+    import stat
+
+    from glue_fixtures import write_task
+
+    data = write_task(str(tmp_path), "sst2", {"train.tsv": 12, "dev.tsv": 4, "test.tsv": 3})
+    out, export = tmp_path / "out", tmp_path / "serving" / "sst2" / "1"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kbert.tasks.glue", *_glue_argv(data, out),
+         "--export_dir", str(export)], capture_output=True, text=True, timeout=600,
+        preexec_fn=lambda: os.umask(mask), env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    checked = 0
+    for root in (out, tmp_path / "serving"):
+        for folder, dirs, files in os.walk(root):
+            for name in dirs + files + ([""] if folder == str(root) else []):
+                path = os.path.join(folder, name)
+                want = (0o777 if os.path.isdir(path) else 0o666) & ~mask
+                assert stat.S_IMODE(os.stat(path).st_mode) == want, path
+                checked += 1
+    assert checked > 20 and (export / "saved_model.pb").exists()
+
+
+def test_a_run_that_failed_before_training_is_not_a_run_to_resume(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()  # the user's folder: kept
+    argv = ["--task", "sst2", "--data_dir", str(tmp_path / "typo"), "--output_dir", str(out)]
+    _fails(glue_cli.main, argv, capsys, 1)
+    # Corrected flags are not "other settings" of a run that never trained.
+    _fails(glue_cli.main, argv[:3] + [str(tmp_path / "typo2")] + argv[4:], capsys, 1)
+    assert out.exists()
