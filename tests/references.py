@@ -57,3 +57,26 @@ def google_tokenization():
 def google_ids(full_tokenizer, text: str) -> list[int]:
     """Ids of `text` by a `tokenization.FullTokenizer`, no special tokens."""
     return full_tokenizer.convert_tokens_to_ids(full_tokenizer.tokenize(text))
+
+
+def google_modeling_function(name: str):
+    """A function of Google's `modeling.py` (`bert-tensorflow` 1.0.4), executed from
+    the file's own source. The module itself cannot be imported on TensorFlow 2 (it
+    imports `tensorflow.contrib`), but self-contained functions such as `gelu` run
+    as written, with `tf` and `np` in scope."""
+    import ast
+    import importlib.util
+
+    import numpy as np
+    import tensorflow as tf
+
+    spec = importlib.util.find_spec("bert")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("bert-tensorflow is not installed; run `make test`")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "modeling.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    node = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name)
+    scope = {"tf": tf, "np": np}
+    exec(compile(ast.Module([node], type_ignores=[]), path, "exec"), scope)
+    return scope[name]

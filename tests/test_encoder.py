@@ -253,3 +253,18 @@ def test_glue_classifier_uses_output_range_and_saves(tmp_path):
     loaded = keras.models.load_model(tmp_path / "clf.keras")
     assert [layer.output_range for layer in loaded.layers if isinstance(layer, BertEncoder)] == [1]
     np.testing.assert_array_equal(loaded.predict(inputs, verbose=0)["logits"], want)
+
+
+@pytest.mark.parity
+def test_gelu_tanh_is_what_googles_modeling_py_computes():
+    """Google's bert_config.json says "gelu"; its modeling.py computes the tanh form,
+    which kbert calls gelu_tanh (and loads Google folders with)."""
+    import tensorflow as tf
+
+    from tests.references import google_modeling_function
+
+    google_gelu = google_modeling_function("gelu")
+    x = np.linspace(-6, 6, 241).astype("float32")
+    want = google_gelu(tf.constant(x)).numpy()
+    np.testing.assert_allclose(np.asarray(gelu_tanh(x)), want, atol=1e-6)
+    assert np.abs(np.asarray(gelu(x)) - want).max() > 1e-4  # the erf form differs

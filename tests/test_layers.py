@@ -84,7 +84,8 @@ def _block(norm_first, seed=0):
     rng = np.random.default_rng(seed)
     for v in block.weights:  # biases and LayerNorm parameters non-trivial too
         if "kernel" not in v.path:
-            v.assign(rng.normal(0, 0.3, v.shape).astype("float32") + (1.0 if "gamma" in v.path else 0.0))
+            offset = 1.0 if "gamma" in v.path else 0.0
+            v.assign(rng.normal(0, 0.3, v.shape).astype("float32") + offset)
     return block
 
 
