@@ -196,3 +196,17 @@ def test_token_embedding_logits_are_tied():
     table = layer.embeddings.numpy()
     np.testing.assert_allclose(logits, x @ table.T, rtol=1e-6)
     assert logits.dtype == np.float32 and logits.shape == (1, 3, 11)
+
+
+def test_non_causal_cache_sees_only_written_positions():
+    """Without `causal`, a cached call attends to every position written so far (this
+    step's included) and to none of the cache's unwritten tail."""
+    attention = MultiHeadAttention(H, N, attention_dropout=0.0)
+    x = np.random.default_rng(8).normal(size=(B, T, H)).astype("float32")
+    empty = np.zeros((B, 2, N, T + 3, H // N), "float32")  # 3 unwritten positions at the end
+    whole, _ = attention(x, cache=empty, cache_index=0)
+    np.testing.assert_allclose(np.asarray(whole), np.asarray(attention(x)), atol=1e-5)
+    first, cache = attention(x[:, :4], cache=empty, cache_index=0)
+    np.testing.assert_allclose(np.asarray(first), np.asarray(attention(x[:, :4])), atol=1e-5)
+    rest, _ = attention(x[:, 4:], cache=cache, cache_index=4)
+    np.testing.assert_allclose(np.asarray(rest), np.asarray(attention(x))[:, 4:], atol=1e-5)
