@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -252,8 +253,13 @@ def prune_checkpoints(checkpoint_dir: str, keep: int = 1) -> None:
         return
     paths = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
     kept, dropped = paths[-keep:], paths[:-keep]
-    tf.compat.v1.train.update_checkpoint_state(checkpoint_dir, kept[-1],
-                                               all_model_checkpoint_paths=kept)
+    # The index is a CheckpointState text proto; rewritten atomically, kept ones only.
+    from kbert.io import atomic_file
+
+    with atomic_file(os.path.join(checkpoint_dir, "checkpoint")) as f:
+        f.write(f"model_checkpoint_path: {json.dumps(os.path.basename(kept[-1]))}\n")
+        for path in kept:
+            f.write(f"all_model_checkpoint_paths: {json.dumps(os.path.basename(path))}\n")
     for prefix in dropped:
         for path in tf.io.gfile.glob(prefix + ".*"):
             tf.io.gfile.remove(path)
