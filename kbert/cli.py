@@ -10,6 +10,8 @@ import logging
 import os
 import shutil
 
+from kbert.io import atomic_file
+
 # The flags a training run was started with, in its --output_dir.
 RUN_FILE = "kbert_run.json"
 # Flags that do not change what is trained (where it is written, what is predicted or
@@ -36,8 +38,9 @@ class UsageError(ValueError):
 
 
 # Failures of the user's input (files, folders, values): one line, exit status 1.
+# (A KeyError or any other exception is a bug and keeps its traceback.)
 DATA_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryError,
-               PermissionError, KeyError)
+               PermissionError)
 
 
 def add_cli_flags(parser: argparse.ArgumentParser, training: bool = True) -> None:
@@ -77,8 +80,6 @@ def check_rerun(args, flags: dict) -> None:
                              "--output_dir, or --overwrite_output_dir to start over")
     if getattr(args, "overwrite_output_dir", False):
         shutil.rmtree(os.path.join(output_dir, "checkpoints"), ignore_errors=True)
-    from kbert.io import atomic_file
-
     with atomic_file(path) as f:
         json.dump(settings, f, indent=2, sort_keys=True)
 
@@ -133,8 +134,7 @@ def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):
         _remove_if_empty(output_dir, existed)
         if args.verbose:
             raise
-        message = str(e) if not isinstance(e, KeyError) else f"missing {e}"
-        parser.exit(1, f"error: {message}\n")
+        parser.exit(1, f"error: {e}\n")
     except SystemExit as e:
         _remove_if_empty(output_dir, existed)
         if isinstance(e.code, str) and not e.code.startswith("error:"):
@@ -143,8 +143,8 @@ def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):
 
 
 def _remove_if_empty(output_dir, existed: bool) -> None:
-    """A folder this command made and left empty (or holding only what the failed run's
-    first steps wrote before any training) is not a result: remove it."""
+    """A folder this command made that holds nothing but the run's flag record is not a
+    result: remove it. Anything else (sample files, predictions) is kept."""
     if existed or not output_dir or not os.path.isdir(output_dir):
         return
     if set(os.listdir(output_dir)) <= {RUN_FILE}:

@@ -87,15 +87,17 @@ class Progress(keras.callbacks.Callback):
     """
 
     def __init__(self, total_steps: int, steps_per_epoch: float, every: int,
-                 examples_per_step: int | None = None):
+                 examples_per_step: int | None = None, initial_step: int = 0):
         super().__init__()
         self.total_steps, self.steps_per_epoch = total_steps, max(steps_per_epoch, 1e-9)
         self.every, self.examples_per_step = max(1, every), examples_per_step
-        self.lines: list[str] = []
+        # Batches consumed before this run (a resumed run); the optimizer's iteration
+        # count is not that under gradient accumulation.
+        self.initial_step = initial_step
 
     def on_train_begin(self, logs=None):
         self._start = time.perf_counter()
-        self._first = self._step = int(self.model.optimizer.iterations.numpy())
+        self._first = self._step = self.initial_step
 
     def on_train_batch_end(self, batch, logs=None):
         self._step += 1
@@ -115,9 +117,7 @@ class Progress(keras.callbacks.Callback):
         if self.examples_per_step:
             parts.append(f"{rate * self.examples_per_step:.1f} examples/s")
         parts.append(f"ETA {_clock(eta)}")
-        line = "  ".join(parts)
-        self.lines.append(line)
-        logger.info("%s", line)
+        logger.info("%s", "  ".join(parts))
 
 
 def _clock(seconds: float) -> str:
@@ -223,7 +223,7 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
     if steps_per_epoch:
         callbacks.append(Progress(total_steps, steps_per_epoch,
                                   every=math.ceil(steps_per_epoch / 10),
-                                  examples_per_step=examples_per_step))
+                                  examples_per_step=examples_per_step, initial_step=done))
         verbose = 0
     epochs = math.ceil(total_steps / steps_per_loop)
     try:
