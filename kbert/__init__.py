@@ -3,6 +3,11 @@ served with TensorFlow."""
 
 __version__ = "0.1.0"
 
+from kbert import _startup  # noqa: E402
+
+if _startup.run_as_command():
+    _startup.quiet_import_tensorflow()
+
 from kbert.models.bert import BertConfig, BertEncoder  # noqa: E402
 from kbert.tokenizers import BertTokenizer, build_vocab  # noqa: E402
 

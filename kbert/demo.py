@@ -15,7 +15,6 @@ import random
 import tempfile
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 _SUBJECTS = ["the film", "this café", "the hotel", "our guide", "the book", "the concert",
              "the service", "this phone", "the museum", "the pasta"]

@@ -1,6 +1,8 @@
 """Training runtime: strategies, precision, XLA, optimizers, resumable checkpoints."""
 
+import io
 import json
+import logging
 import os
 import signal
 import socket
@@ -554,3 +556,79 @@ def test_total_steps_round_up_to_whole_loops():
     assert training.whole_loops(1013, 200) == (1200, 200)  # 1013 is prime
     assert training.whole_loops(600, 200) == (600, 200)
     assert training.whole_loops(7, 200) == (7, 7)
+    # A loop is whole executions: 7 steps at 4 per execution train 8.
+    assert training.whole_loops(7, 200, multiple=4) == (8, 8)
+    assert training.whole_loops(1013, 200, multiple=8) == (1200, 200)
+    with pytest.raises(ValueError, match="steps_per_loop=6 is not a multiple of "
+                                         "steps_per_execution=4"):
+        training.whole_loops(100, 6, multiple=4)
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def _fit_with_progress(steps_per_execution, stream, caplog, throughput_every=6):
+    from kbert.training.loop import Progress, Throughput
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse", steps_per_execution=steps_per_execution)
+    data = tf.data.Dataset.from_tensor_slices(
+        (np.ones((8, 3), "float32"), np.ones((8, 1), "float32"))).batch(4).repeat()
+    # 24 steps, 8 an epoch (3 epochs), Keras "epochs" (checkpoint loops) of 12 steps.
+    progress = Progress(24, 8, every=2, examples_per_step=4, stream=stream)
+    throughput = Throughput(4, every=throughput_every)
+    with caplog.at_level(logging.INFO, logger="kbert.training.loop"):
+        model.fit(data, epochs=2, steps_per_epoch=12, callbacks=[progress, throughput],
+                  verbose=0)
+    return [r.getMessage() for r in caplog.records], throughput
+
+
+@pytest.mark.parametrize("steps_per_execution", [1, 4])
+def test_progress_counts_steps_not_executions(steps_per_execution, caplog):
+    lines, throughput = _fit_with_progress(steps_per_execution, io.StringIO(), caplog)
+    epochs = [x.split("  ")[:2] for x in lines if x.startswith("epoch ")]
+    every = max(2, steps_per_execution)  # a line at the first call `every` steps on
+    assert epochs[-1] == ["epoch 3.00/3", "step 24/24"]
+    assert [int(s.split()[1].split("/")[0]) for _, s in epochs] == list(
+        range(every, 25, every))
+    # examples/s once 6 steps have passed, at the end of the execution that gets there
+    want = ([6, 12, 18, 24] if steps_per_execution == 1 else [8, 16, 24])
+    assert [x.split(":")[0] for x in lines if x.startswith("step ")] == [
+        f"step {n}" for n in want]
+    assert len(throughput.history) == len(want)
+
+
+def test_progress_on_a_terminal_is_one_bar_an_epoch(caplog):
+    terminal = _Terminal()
+    _fit_with_progress(1, terminal, caplog, throughput_every=100)
+    screen = terminal.getvalue()
+    finished = screen.split("\n")[:-1]
+    # Three epochs, each ending on its own line as a full bar.
+    assert len(finished) == 3
+    for epoch, line in enumerate(finished, 1):
+        last = line.split("\r")[-1]
+        assert last.startswith(f"epoch {epoch}.00/3  [{'=' * 20}]  step {epoch * 8}/24  loss ")
+        assert " lr 0.01  " in last and " examples/s  ETA " in last
+        # Redrawn in place every step of the epoch.
+        assert line.count("\r") == 8
+    assert "\repoch 0.12/3  [==                  ]  step 1/24" in screen  # 2.5 -> 2 of 20
+    assert not any(x.startswith("epoch ") for x in
+                   [r.getMessage() for r in caplog.records])  # the bar, not log lines
+
+
+def test_a_log_record_ends_the_bar_line_first(capsys):
+    import kbert.training.loop as loop_module
+
+    terminal = _Terminal()
+    handler = logging.StreamHandler(terminal)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        loop_module._BarLine.draw(terminal, "epoch 0.50/1", done=False)
+        logging.getLogger("kbert.test").warning("a record")
+        loop_module._BarLine.draw(terminal, "epoch 1.00/1", done=True)
+    finally:
+        root.removeHandler(handler)
+    assert terminal.getvalue() == "\repoch 0.50/1\x1b[K\na record\n\repoch 1.00/1\x1b[K\n"

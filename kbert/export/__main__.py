@@ -16,7 +16,6 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def _check_main(argv) -> int:
@@ -29,10 +28,18 @@ def _check_main(argv) -> int:
     p.add_argument("export_dir", help="a SavedModel folder (BASE/NAME/VERSION)")
     p.add_argument("--serving_version", default=DEFAULT_SERVING_VERSION,
                    choices=SERVING_VERSIONS, help="TF Serving release to check against")
-    args = p.parse_args(argv)
+    from kbert.cli import UsageError, add_cli_flags, run_command
     from kbert.export.check import check
 
-    return 0 if check(args.export_dir, args.serving_version) else 1
+    add_cli_flags(p, training=False)
+
+    def run(args):
+        if not os.path.isfile(os.path.join(args.export_dir, "saved_model.pb")):
+            raise UsageError(f"{args.export_dir}: no saved_model.pb; give a SavedModel "
+                             "version folder (BASE/NAME/VERSION)")
+        return check(args.export_dir, args.serving_version)
+
+    return 0 if run_command(p, argv, run) else 1
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -194,6 +194,13 @@ def check_training_flags(args, specials: int = 2) -> None:
     for flag in ("train_batch_size", "predict_batch_size"):
         if getattr(args, flag, 1) < 1:
             raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
+    for flag in ("steps_per_loop", "steps_per_execution"):
+        if getattr(args, flag, 1) < 1:
+            raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
+    loop, execution = getattr(args, "steps_per_loop", 1), getattr(args, "steps_per_execution", 1)
+    if loop % execution:
+        raise UsageError(f"--steps_per_loop {loop}: must be a multiple of "
+                         f"--steps_per_execution {execution} (Keras runs whole executions)")
     if getattr(args, "keep_checkpoints", 0) < 0:
         raise UsageError(f"--keep_checkpoints {args.keep_checkpoints}: must be 0 or more")
     epochs = getattr(args, "num_train_epochs", None)

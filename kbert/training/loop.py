@@ -6,6 +6,7 @@ import json
 import logging
 import math
 import os
+import sys
 import time
 
 import keras
@@ -48,76 +49,163 @@ def compile_model(model: keras.Model, optimizer, loss, metrics=None, jit_compile
     return model
 
 
-class Throughput(keras.callbacks.Callback):
-    """Logs examples/s and tokens/s every `every` steps (and puts them in `logs`)."""
+class _StepCounter(keras.callbacks.Callback):
+    """Counts the batches this run has trained on from Keras' batch index, which is
+    the last step of each execution: with `steps_per_execution=n` Keras calls the
+    batch hooks once every n steps."""
 
-    def __init__(self, examples_per_step: int, tokens_per_step: float | None = None,
-                 every: int = 100):
+    def __init__(self, initial_step: int = 0):
         super().__init__()
-        self.examples_per_step = examples_per_step
-        self.tokens_per_step = tokens_per_step
-        self.every = every
-        self.history: list[dict] = []
-
-    def on_train_begin(self, logs=None):
-        self._start, self._steps = time.perf_counter(), 0
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._steps += 1
-        if self._steps % self.every:
-            return
-        elapsed = time.perf_counter() - self._start
-        rate = {"examples_per_sec": self.examples_per_step * self.every / elapsed}
-        if self.tokens_per_step:
-            rate["tokens_per_sec"] = self.tokens_per_step * self.every / elapsed
-        self.history.append(rate)
-        if logs is not None:
-            logs.update(rate)
-        logger.info("step %d: %s", int(self.model.optimizer.iterations.numpy()),
-                    ", ".join(f"{k} {v:.1f}" for k, v in rate.items()))
-        self._start = time.perf_counter()
-
-
-class Progress(keras.callbacks.Callback):
-    """A progress line every `every` steps, in epochs of the training data (not
-    Keras' checkpoint loops): epoch, step, loss, learning rate, examples/s and the
-    time left.
-
-        epoch 1.25/3  step 250/600  loss 0.7312  lr 4.1e-05  212.3 examples/s  ETA 0:01:39
-    """
-
-    def __init__(self, total_steps: int, steps_per_epoch: float, every: int,
-                 examples_per_step: int | None = None, initial_step: int = 0):
-        super().__init__()
-        self.total_steps, self.steps_per_epoch = total_steps, max(steps_per_epoch, 1e-9)
-        self.every, self.examples_per_step = max(1, every), examples_per_step
         # Batches consumed before this run (a resumed run); the optimizer's iteration
         # count is not that under gradient accumulation.
         self.initial_step = initial_step
 
     def on_train_begin(self, logs=None):
         self._start = time.perf_counter()
-        self._first = self._step = self.initial_step
+        self._step = self._epoch_base = self.initial_step
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch_base = self._step
+
+    def _advance(self, batch: int) -> tuple[int, int]:
+        """(steps since the last call, the step now)."""
+        before, self._step = self._step, self._epoch_base + batch + 1
+        return self._step - before, self._step
+
+
+class Throughput(_StepCounter):
+    """Logs examples/s and tokens/s about every `every` steps (and puts them in `logs`)."""
+
+    def __init__(self, examples_per_step: int, tokens_per_step: float | None = None,
+                 every: int = 100, initial_step: int = 0):
+        super().__init__(initial_step)
+        self.examples_per_step = examples_per_step
+        self.tokens_per_step = tokens_per_step
+        self.every = every
+        self.history: list[dict] = []
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._since = 0
 
     def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
-        if self._step % self.every and self._step != self.total_steps:
+        steps, step = self._advance(batch)
+        self._since += steps
+        if self._since < self.every:
             return
         elapsed = time.perf_counter() - self._start
-        done = self._step - self._first
-        rate = done / elapsed if elapsed > 0 else 0.0
-        eta = (self.total_steps - self._step) / rate if rate else 0.0
+        rate = {"examples_per_sec": self.examples_per_step * self._since / elapsed}
+        if self.tokens_per_step:
+            rate["tokens_per_sec"] = self.tokens_per_step * self._since / elapsed
+        self.history.append(rate)
+        if logs is not None:
+            logs.update(rate)
+        # Under a progress bar (which shows examples/s) the line would break the bar.
+        logger.log(logging.DEBUG if _BarLine.on_screen else logging.INFO, "step %d: %s", step,
+                   ", ".join(f"{k} {v:.1f}" for k, v in rate.items()))
+        self._start, self._since = time.perf_counter(), 0
+
+
+class Progress(_StepCounter):
+    """Progress in epochs of the training data (not Keras' checkpoint loops): epoch,
+    step, loss, learning rate, examples/s and the time left.
+
+    On a terminal, one bar per epoch redrawn in place (a log record in between moves
+    it below the record); elsewhere (a file, CI) a log line every `every` steps:
+
+        epoch 1.25/3  step 250/600  loss 0.7312  lr 4.1e-05  212.3 examples/s  ETA 0:01:39
+    """
+
+    def __init__(self, total_steps: int, steps_per_epoch: float, every: int,
+                 examples_per_step: int | None = None, initial_step: int = 0,
+                 stream=None):
+        super().__init__(initial_step)
+        self.total_steps, self.steps_per_epoch = total_steps, max(steps_per_epoch, 1e-9)
+        self.every, self.examples_per_step = max(1, every), examples_per_step
+        self.stream = stream if stream is not None else sys.stderr
+        self.bar = _is_terminal(self.stream)
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self._first = self.initial_step
+        self._last_line = self.initial_step
+
+    def on_train_batch_end(self, batch, logs=None):
+        _, step = self._advance(batch)
+        whole_epoch = int(step / self.steps_per_epoch) > int(
+            (step - 1) / self.steps_per_epoch)
+        if not self.bar and step - self._last_line < self.every and not (
+                step == self.total_steps or whole_epoch):
+            return
+        self._last_line = step
+        text = self._text(step, logs)
+        if self.bar:
+            _BarLine.draw(self.stream, text, done=whole_epoch or step == self.total_steps)
+        else:
+            logger.info("%s", text)
+
+    def on_train_end(self, logs=None):
+        if self.bar:
+            _BarLine.finish(self.stream)
+
+    def _text(self, step: int, logs) -> str:
+        elapsed = time.perf_counter() - self._start
+        rate = (step - self._first) / elapsed if elapsed > 0 else 0.0
+        eta = (self.total_steps - step) / rate if rate else 0.0
         lr = self.model.optimizer.learning_rate
-        parts = [f"epoch {self._step / self.steps_per_epoch:.2f}/"
-                 f"{self.total_steps / self.steps_per_epoch:.4g}",
-                 f"step {self._step}/{self.total_steps}"]
+        epochs = self.total_steps / self.steps_per_epoch
+        parts = [f"epoch {step / self.steps_per_epoch:.2f}/{epochs:.4g}"]
+        if self.bar:
+            filled = int(round(20 * ((step / self.steps_per_epoch) % 1 or 1.0)))
+            parts.append("[" + "=" * filled + " " * (20 - filled) + "]")
+        parts.append(f"step {step}/{self.total_steps}")
         if logs and "loss" in logs:
             parts.append(f"loss {float(logs['loss']):.4f}")
         parts.append(f"lr {float(keras.ops.convert_to_numpy(lr)):.3g}")
         if self.examples_per_step:
             parts.append(f"{rate * self.examples_per_step:.1f} examples/s")
         parts.append(f"ETA {_clock(eta)}")
-        logger.info("%s", "  ".join(parts))
+        return "  ".join(parts)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream.isatty() and os.environ.get("TERM") != "dumb"
+    except (AttributeError, ValueError):
+        return False
+
+
+class _BarLine(logging.Filter):
+    """The bar on screen: redrawn with a carriage return; a log record emitted while it
+    is on screen first ends its line, so records and the bar never overwrite each other."""
+
+    on_screen = None  # the stream the unfinished bar line is on
+
+    @classmethod
+    def draw(cls, stream, text: str, done: bool) -> None:
+        stream.write("\r" + text + "\x1b[K" + ("\n" if done else ""))
+        stream.flush()
+        cls.on_screen = None if done else stream
+        if not done:
+            cls.install()
+
+    @classmethod
+    def finish(cls, stream) -> None:
+        if cls.on_screen is stream:
+            stream.write("\n")
+            stream.flush()
+            cls.on_screen = None
+
+    @classmethod
+    def install(cls) -> None:
+        for handler in logging.getLogger().handlers:
+            if not any(isinstance(f, cls) for f in handler.filters):
+                handler.addFilter(cls())
+
+    def filter(self, record) -> bool:
+        if _BarLine.on_screen is not None:
+            _BarLine.finish(_BarLine.on_screen)
+        return True
 
 
 def _clock(seconds: float) -> str:
@@ -135,13 +223,19 @@ class _CheckpointEveryLoop(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         self.step.assign((epoch + 1) * self.steps_per_loop)
         path = self.manager.save(checkpoint_number=int(self.step.numpy()))
-        logger.info("saved checkpoint %s", path)
+        logger.log(logging.DEBUG if _BarLine.on_screen else logging.INFO,
+                   "saved checkpoint %s", path)
 
 
-def whole_loops(total_steps: int, steps_per_loop: int) -> tuple[int, int]:
+def whole_loops(total_steps: int, steps_per_loop: int, multiple: int = 1) -> tuple[int, int]:
     """(total_steps, steps_per_loop) with total_steps rounded up to whole loops, so
-    that every checkpoint falls on a loop boundary (what exact resumption needs)."""
-    steps_per_loop = max(1, min(steps_per_loop, total_steps))
+    that every checkpoint falls on a loop boundary (what exact resumption needs).
+    A loop is a whole number of `multiple` steps (the model's steps_per_execution:
+    Keras runs whole executions only)."""
+    if steps_per_loop % multiple:
+        raise ValueError(f"steps_per_loop={steps_per_loop} is not a multiple of "
+                         f"steps_per_execution={multiple}")
+    steps_per_loop = max(multiple, min(steps_per_loop, math.ceil(total_steps / multiple) * multiple))
     rounded = math.ceil(total_steps / steps_per_loop) * steps_per_loop
     if rounded != total_steps:
         logger.info("total_steps %d rounded up to %d, a whole number of %d-step loops",
@@ -181,7 +275,8 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
     Returns:
         The Keras History of this run, or None when the run was already complete.
     """
-    total_steps, steps_per_loop = whole_loops(total_steps, steps_per_loop)
+    total_steps, steps_per_loop = whole_loops(total_steps, steps_per_loop,
+                                              getattr(model, "steps_per_execution", 1) or 1)
     strategy = model.distribute_strategy
     multi_worker = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
     with strategy.scope():
@@ -219,7 +314,7 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         callbacks.append(keras.callbacks.TensorBoard(tensorboard_dir, update_freq=steps_per_loop))
     if examples_per_step:
         callbacks.append(Throughput(examples_per_step, tokens_per_step,
-                                    every=min(steps_per_loop, 100)))
+                                    every=min(steps_per_loop, 100), initial_step=done))
     if steps_per_epoch:
         callbacks.append(Progress(total_steps, steps_per_epoch,
                                   every=math.ceil(steps_per_epoch / 10),

@@ -171,7 +171,8 @@ def run(args) -> dict:
     y = label_array(task, train)
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * len(train) / batch)), args.steps_per_loop)
+        max(1, int(args.num_train_epochs * len(train) / batch)), args.steps_per_loop,
+        args.steps_per_execution)
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
                                      training=True, seed=args.seed, trim=trim)
     if task.is_regression:

@@ -70,7 +70,8 @@ def run(args) -> dict:
                     n_windows - n_sentences, seq - 2)
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * n_windows / batch)), args.steps_per_loop)
+        max(1, int(args.num_train_epochs * n_windows / batch)), args.steps_per_loop,
+        args.steps_per_execution)
     ds = tf.data.Dataset.from_tensor_slices((features.inputs(), {"logits": features.labels}))
     # Padded pieces carry label -1, which the loss ignores: cutting them is the same loss.
     trim = trim_multiple(args.trim_padding, runtime.strategy, args.max_seq_length)

@@ -19,7 +19,6 @@ import logging
 import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 logger = logging.getLogger("kbert.tasks.squad")
 

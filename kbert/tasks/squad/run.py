@@ -170,7 +170,8 @@ def train(args, runtime, train_examples, feature_args):
     y = {"start_logits": arrays["start_positions"], "end_logits": arrays["end_positions"]}
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * len(train_features) / batch)), args.steps_per_loop)
+        max(1, int(args.num_train_epochs * len(train_features) / batch)), args.steps_per_loop,
+        args.steps_per_execution)
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
                                      training=True, seed=args.seed)
     losses, weights = span_losses()

@@ -1,0 +1,157 @@
+"""The command lines as a user's shell runs them: a fresh `python -m ...` process for
+each bad input, checked for its exit status, its one `error:` line and what that line
+names, a terminal free of tracebacks and TensorFlow's start-up chatter, nothing on
+stdout, and no output folder left behind.
+
+The processes run side by side (a few at a time); each case is then its own test."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import kbert
+from kbert.tasks.squad.sample import make_sample
+from tests.conftest import TINY_VOCAB
+
+pytestmark = pytest.mark.subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _fixtures(root: str) -> dict:
+    from glue_fixtures import write_task
+    from ner_fixtures import make_sentences, write_conll
+
+    f = {"root": root}
+    f["glue"] = write_task(root, "sst2", {"train.tsv": 12, "dev.tsv": 4, "test.tsv": 3})
+    f["bad_glue"] = write_task(os.path.join(root, "bad"), "sst2",
+                               {"train.tsv": 12, "dev.tsv": 4, "test.tsv": 3})
+    with open(os.path.join(f["bad_glue"], "train.tsv"), "a", encoding="utf-8") as out:
+        out.write("a sentence\t1\tan extra field\n")  # line 14 (a header and 12 rows before)
+    f["tiny"] = os.path.join(root, "tiny")  # 64 positions
+    encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny", vocab_size=len(TINY_VOCAB)))
+    encoder.save_pretrained(f["tiny"], tokenizer=kbert.BertTokenizer(TINY_VOCAB))
+    f["broken"] = os.path.join(root, "broken")
+    shutil.copytree(f["tiny"], f["broken"])
+    os.truncate(os.path.join(f["broken"], "model.safetensors"), 100)
+    f["squad_v2"] = os.path.join(root, "v2.json")
+    with open(f["squad_v2"], "w", encoding="utf-8") as out:
+        json.dump(make_sample(10, 0, version_2=True), out)
+    f["ner_bad"] = os.path.join(root, "ner_bad.txt")
+    write_conll(f["ner_bad"], make_sentences(20))
+    with open(f["ner_bad"], encoding="utf-8") as lines:
+        lines = lines.read().splitlines()
+    lines[7] = "Paris"  # line 8: one column
+    with open(f["ner_bad"], "w", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
+    f["version"] = os.path.join(root, "serving", "sst2", "1")
+    os.makedirs(f["version"])
+    return f
+
+
+GLUE = ["kbert.tasks.glue", "--task", "sst2", "--data_dir", "{glue}", "--output_dir", "{out}",
+        "--max_seq_length", "16", "--vocab_size", "60"]
+
+# (id, argv, exit status, the error line, with {fixture} names filled in)
+CASES = [
+    ("batch_size_0", GLUE + ["--train_batch_size", "0"], 2,
+     "error: --train_batch_size 0: must be at least 1"),
+    ("epochs_0", GLUE + ["--num_train_epochs", "0"], 2,
+     "error: --num_train_epochs 0.0: must be more than 0"),
+    ("seq_length_2", GLUE[:-4] + ["--max_seq_length", "2"], 2,
+     "error: --max_seq_length 2: leaves no room for a token besides the 2 special tokens"),
+    ("seq_length_over_positions", ["kbert.tasks.squad", "--init_from", "{tiny}",
+                                   "--max_seq_length", "600", "--output_dir", "{out}"], 2,
+     "error: --max_seq_length 600: the model in --init_from {tiny} has 64 positions"),
+    ("loop_not_whole_executions", GLUE + ["--steps_per_loop", "6", "--steps_per_execution", "4"],
+     2, "error: --steps_per_loop 6: must be a multiple of --steps_per_execution 4 "
+        "(Keras runs whole executions)"),
+    ("export_dir_without_version", GLUE + ["--export_dir", "{root}/serving/sst2"], 2,
+     "error: --export_dir {root}/serving/sst2: must end in a version number"),
+    ("export_version_exists", GLUE + ["--export_dir", "{version}"], 2,
+     "error: --export_dir {version}: exists already"),
+    ("missing_data_dir", ["kbert.tasks.glue", "--task", "rte", "--data_dir", "{root}/nowhere",
+                          "--output_dir", "{out}"], 1, "error: {root}/nowhere"),
+    ("bad_tsv_line", ["kbert.tasks.glue", "--task", "sst2", "--data_dir", "{bad_glue}",
+                      "--output_dir", "{out}"], 1,
+     "error: {bad_glue}/train.tsv:14: 3 fields, expected 2 (sentence, label)"),
+    ("init_from_missing", GLUE + ["--init_from", "{root}/nonexistent"], 1,
+     "error: --init_from {root}/nonexistent: no such folder"),
+    ("truncated_safetensors", GLUE[:-2] + ["--init_from", "{broken}"], 1,
+     "error: {broken}/model.safetensors: cannot read safetensors"),
+    ("squad_v2_without_flag", ["kbert.tasks.squad", "--train_file", "{squad_v2}",
+                               "--predict_file", "{squad_v2}", "--output_dir", "{out}"], 1,
+     "error: {squad_v2}: SQuAD v2.0 data (10 of 40 questions have no answer, is_impossible); "
+     "pass --version_2_with_negative"),
+    ("conll_bad_line", ["kbert.tasks.ner", "--train_file", "{ner_bad}", "--output_dir",
+                        "{out}"], 1,
+     "error: {ner_bad}:8: expected 'word ... tag' columns, got 'Paris'"),
+    ("export_from_no_run", ["kbert.export", "--model_dir", "{root}/nothing", "--task",
+                            "classifier", "--export_dir", "{root}/serving/x/1"], 1,
+     "error: {root}/nothing: no kbert_task.json"),
+    ("check_no_saved_model", ["kbert.export", "check", "{root}/nothing"], 2,
+     "error: {root}/nothing: no saved_model.pb"),
+    ("unknown_flag", GLUE + ["--bogus"], 2,
+     "python -m kbert.tasks.glue: error: unrecognized arguments: --bogus"),
+    ("bad_boolean", ["kbert.tasks.squad", "--do_lower_case", "maybe", "--output_dir", "{out}"],
+     2, "python -m kbert.tasks.squad: error: argument --do_lower_case: expected true or "
+        "false, got 'maybe'"),
+]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Every case run once, four processes at a time: {id: (proc, fixtures, out)}."""
+    root = str(tmp_path_factory.mktemp("cli"))
+    fixtures = _fixtures(root)
+    env = {**os.environ, "PYTHONPATH": ROOT}
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # as in a user's shell
+
+    def run(case):
+        name, argv, _, _ = case
+        out = os.path.join(root, "out_" + name)
+        argv = [a.format(out=out, **fixtures) for a in argv]
+        proc = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True,
+                              timeout=300, env=env, cwd=root)
+        return name, (proc, fixtures, out)
+
+    with ThreadPoolExecutor(4) as pool:
+        return dict(pool.map(run, CASES))
+
+
+@pytest.mark.parametrize("name, argv, status, line", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_gets_one_error_line(runs, name, argv, status, line):
+    proc, fixtures, out = runs[name]
+    want = line.format(**fixtures)
+    assert proc.returncode == status, proc.stderr[-3000:]
+    assert proc.stdout == ""
+    lines = proc.stderr.splitlines()
+    assert lines, "no error line"
+    assert lines[-1].startswith(want), lines[-1]
+    if lines[-1].startswith("python -m "):  # argparse's own: the usage, then the error
+        assert lines[0].startswith("usage: python -m ")
+        return
+    # Besides the error line, at most kbert's own log records of work done before the
+    # input was found bad: no traceback, no TensorFlow/absl lines (I0000, E0000, W0000).
+    for other in lines[:-1]:
+        assert other.startswith(("INFO kbert.", "WARNING kbert.")), proc.stderr[-3000:]
+    assert not os.path.exists(out), "a failed run left its --output_dir"
+
+
+def test_verbose_keeps_the_traceback(tmp_path):
+    """--verbose is for the bug report: the traceback and TensorFlow's own lines."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kbert.tasks.glue", "--task", "rte", "--data_dir",
+         str(tmp_path / "nowhere"), "--output_dir", str(tmp_path / "out"), "--verbose"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": ROOT}, cwd=str(tmp_path))
+    assert proc.returncode == 1
+    assert "Traceback (most recent call last)" in proc.stderr
+    assert proc.stderr.rstrip().splitlines()[-1].startswith("FileNotFoundError: ")
