@@ -9,6 +9,8 @@ if _startup.run_as_command():
     _startup.quiet_import_tensorflow()
 
 from kbert.models.bert import BertConfig, BertEncoder  # noqa: E402
-from kbert.tokenizers import BertTokenizer, build_vocab  # noqa: E402
+from kbert.models.gpt import GPTConfig, GPTDecoder, GPTLanguageModel  # noqa: E402
+from kbert.tokenizers import BertTokenizer, GPTTokenizer, build_vocab  # noqa: E402
 
-__all__ = ["BertConfig", "BertEncoder", "BertTokenizer", "build_vocab"]
+__all__ = ["BertConfig", "BertEncoder", "BertTokenizer", "GPTConfig", "GPTDecoder",
+           "GPTLanguageModel", "GPTTokenizer", "build_vocab"]

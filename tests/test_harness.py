@@ -16,6 +16,9 @@ RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 5, 12)).astype("float32")
 MASK = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
 IDS = np.array([[1, 5, 10, 2, 0], [3, 3, 7, 0, 0]], "int32")
+GPT = dict(vocab_size=13, hidden_size=12, num_layers=2, num_heads=3, intermediate_size=17,
+           max_position_embeddings=9, dropout=0.0, embedding_dropout=0.0,
+           attention_dropout=0.0, end_token_id=12)
 BERT = dict(vocab_size=13, hidden_size=12, num_layers=2, num_heads=3, intermediate_size=17,
             max_position_embeddings=9, type_vocab_size=2, dropout=0.0, attention_dropout=0.0)
 
@@ -42,6 +45,8 @@ GOLDEN = {
     "BertEmbeddings": (19.7289, (2.48402, 2.47927, 2.08736)),
     "ScalarMix": (13.0651, (0.74102, 0.317248, 0.761864)),
     "BertEncoder": (48.9014, (2.48402, 2.47927, 2.08736)),
+    "GPTDecoder": (-3.68893, (0.912412, 0.848155, 0.669105)),
+    "GPTLanguageModel": (-7.29315, (-2.80245, 5.53188, -0.174069)),
     "ClassifierHead": (9.41995, (2.03823, 1.91229, 1.52753)),
     "SpanHead": (-5.05309, (-1.4311, -0.893343, 1.03856)),
 }
@@ -74,6 +79,13 @@ CASES = [
          lambda model, i: model(dict(i)),
          {"sequence_output": (2, 5, 12), "pooled_output": (2, 12),
           "hidden_states": [(2, 5, 12)] * 3}, golden=GOLDEN["BertEncoder"]),
+    Case(kbert.GPTDecoder, dict(config=GPT), {"token_ids": IDS, "padding_mask": MASK},
+         lambda model, i: model(dict(i)),
+         {"sequence_output": (2, 5, 12), "hidden_states": [(2, 5, 12)] * 3},
+         golden=GOLDEN["GPTDecoder"]),
+    Case(kbert.GPTLanguageModel, dict(decoder=GPT), {"token_ids": IDS, "padding_mask": MASK},
+         lambda model, i: model(dict(i)), {"logits": (2, 5, 13)},
+         golden=GOLDEN["GPTLanguageModel"], mixed_dtype="float32"),
     Case(ClassifierHead, dict(num_outputs=3, dropout=0.0), {"pooled": X[:, 0]},
          lambda layer, i: layer(i["pooled"]), (2, 3), golden=GOLDEN["ClassifierHead"],
          mixed_dtype="float32"),
@@ -87,7 +99,7 @@ IDS_ = [c.id + ("-pre_ln" if c.kwargs.get("norm_first") else "-post_ln"
 def test_every_public_layer_and_model_class_has_a_case():
     layer_classes = {getattr(kbert.layers, n) for n in kbert.layers.__all__
                      if isinstance(getattr(kbert.layers, n), type)}
-    model_classes = {kbert.BertEncoder}
+    model_classes = {kbert.BertEncoder, kbert.GPTDecoder, kbert.GPTLanguageModel}
     covered = {c.cls for c in CASES}
     assert layer_classes | model_classes <= covered, (layer_classes | model_classes) - covered
 

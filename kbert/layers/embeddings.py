@@ -19,6 +19,21 @@ class TokenEmbedding(keras.layers.Embedding):
     input embeddings: Press & Wolf, 2017). Logits are computed in float32.
     """
 
+    def call(self, inputs, reverse=False):
+        """Ids [...] -> embeddings [..., H]; with `reverse=True`, hidden states
+        [..., H] -> float32 logits [..., V] (the same layer, so that a functional model
+        can use it both ways)."""
+        if reverse:
+            return self.logits(inputs)
+        return super().call(inputs)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        if reverse:
+            return keras.KerasTensor(tuple(inputs.shape[:-1]) + (self.input_dim,),
+                                     dtype="float32")
+        return keras.KerasTensor(tuple(inputs.shape) + (self.output_dim,),
+                                 dtype=self.compute_dtype)
+
     def logits(self, x):
         """float Tensor [..., H] -> float32 logits [..., V]."""
         table = ops.cast(self.embeddings, "float32")
@@ -39,9 +54,12 @@ class PositionEmbedding(keras.layers.Layer):
             T is read.
         start_index: int (or int scalar Tensor), the first position: the cache index
             when decoding.
+        positions: None, or int Tensor [B, T]: the position of each token (a decoder
+            reading left-padded prompts counts positions from each row's first real
+            token); rows are then gathered per token.
 
     Returns:
-        float Tensor [T, H].
+        float Tensor [T, H]; with `positions`, [B, T, H].
     """
 
     def __init__(self, max_length, hidden_size, initializer=None, **kwargs):
@@ -56,7 +74,9 @@ class PositionEmbedding(keras.layers.Layer):
                                           initializer=self.initializer)
         self.built = True
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
+        if positions is not None:
+            return ops.take(self.embeddings, ops.cast(positions, "int32"), axis=0)
         length = inputs.shape[1]
         if length is not None and isinstance(start_index, int) \
                 and start_index + length > self.max_length:
@@ -65,7 +85,10 @@ class PositionEmbedding(keras.layers.Layer):
         length = ops.shape(inputs)[1]
         return ops.slice(self.embeddings, (start_index, 0), (length, self.hidden_size))
 
-    def compute_output_spec(self, inputs, start_index=0):
+    def compute_output_spec(self, inputs, start_index=0, positions=None):
+        if positions is not None:
+            return keras.KerasTensor(tuple(positions.shape) + (self.hidden_size,),
+                                     dtype=self.compute_dtype)
         return keras.KerasTensor((inputs.shape[1], self.hidden_size), dtype=self.compute_dtype)
 
     def get_config(self):

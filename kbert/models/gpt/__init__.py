@@ -1,0 +1,26 @@
+"""GPT (GPT-1 and GPT-2): config, decoder, language model, checkpoint converters and
+generation; registered as the family "gpt"."""
+
+import os
+
+from kbert.io import read_json
+from kbert.models.gpt.config import GPTConfig
+from kbert.models.gpt.decoder import GPTDecoder, GPTLanguageModel
+from kbert.models.registry import Family, register_family
+from kbert.tokenizers.gpt import GPTTokenizer
+
+
+def _recognizes(folder: str) -> bool:
+    """Hugging Face `gpt2` / `openai-gpt` folders and OpenAI GPT-2 folders."""
+    if os.path.exists(os.path.join(folder, "hparams.json")):
+        return True
+    config = os.path.join(folder, "config.json")
+    if not os.path.exists(config):
+        return False
+    d = read_json(config)
+    return isinstance(d, dict) and d.get("model_type") in ("gpt2", "openai-gpt")
+
+
+register_family(Family("gpt", GPTConfig, GPTDecoder, GPTTokenizer, recognizes=_recognizes))
+
+__all__ = ["GPTConfig", "GPTDecoder", "GPTLanguageModel"]

@@ -1,0 +1,306 @@
+"""GPTDecoder and GPTLanguageModel: GPT-1 and GPT-2 as Keras 3 models."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import keras
+from keras import ops
+
+from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
+from kbert.layers.initializers import normal
+from kbert.layers.masks import key_mask
+from kbert.layers.transformer import TransformerBlock
+from kbert.models.gpt.config import GPTConfig
+from kbert.models.interface import EncoderModel
+
+
+def positions_from_mask(padding_mask):
+    """int [B, T] padding mask -> int32 [B, T] positions counted from each row's first
+    real token (0 on padding before it). Right-padded rows get 0..T-1 on their tokens,
+    left-padded ones too: a prompt's positions do not depend on its padding, as in
+    Hugging Face's `generate` (position ids from the attention mask's cumulative sum)."""
+    mask = ops.cast(padding_mask, "int32")
+    return ops.maximum(ops.cumsum(mask, axis=1) - 1, 0)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class GPTDecoder(keras.Model, EncoderModel):
+    """The GPT Transformer decoder: token + learned position embeddings, L blocks of
+    masked (causal) self-attention, and, for GPT-2, a final LayerNorm.
+
+    GPT-1 (Radford et al., 2018) uses post-LN blocks, GPT-2 (Radford et al., 2019)
+    pre-LN blocks and a LayerNorm after the last one (`GPTConfig.norm_first`). Both use
+    the tanh GELU. Initialization is GPT-2's: normal(0.02), with the two residual
+    projections of each block scaled by 1 / sqrt(2 * num_layers).
+
+    Inputs are a dict of int Tensors [batch_size, seq_length]: `token_ids` and
+    `padding_mask` (1 on real tokens). Rows may be padded on the right or on the left:
+    positions count from each row's first real token. Outputs: `sequence_output`
+    [batch_size, seq_length, hidden_size] and `hidden_states`, num_layers + 1 Tensors,
+    the embeddings first; as in Hugging Face's GPT-2, the last is `sequence_output`
+    (after the final LayerNorm).
+
+    Example:
+    >>> import numpy as np
+    >>> decoder = GPTDecoder(GPTConfig.preset("tiny"))
+    >>> out = decoder({"token_ids": np.array([[5, 6, 7]]),
+    ...                "padding_mask": np.ones((1, 3), "int32")})
+    >>> tuple(out["sequence_output"].shape), len(out["hidden_states"])
+    ((1, 3, 32), 3)
+    """
+
+    def __init__(self, config: GPTConfig | dict, dtype=None, **kwargs):
+        if isinstance(config, dict):
+            config = GPTConfig.from_dict(config)
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
+        layers = _new_layers(config, dtype)
+        token_embedding, position_embedding, dropout, blocks, final_norm = layers
+
+        x = token_embedding(token_ids) + position_embedding(
+            token_ids, positions=positions_from_mask(padding_mask))
+        x = dropout(x)
+        mask = key_mask(padding_mask)  # (B, 1, T): queries see real keys, causally
+        hidden_states = [x]
+        for block in blocks:
+            x = block(x, attention_mask=mask, causal=True)
+            hidden_states.append(x)
+        if final_norm is not None:
+            x = final_norm(x)
+            hidden_states[-1] = x
+        super().__init__(inputs={"token_ids": token_ids, "padding_mask": padding_mask},
+                         outputs={"sequence_output": x, "hidden_states": hidden_states},
+                         **kwargs)
+        self.config = config
+        self.token_embedding = token_embedding
+        self.position_embedding = position_embedding
+        self.embedding_dropout = dropout
+        self.transformer_layers = blocks
+        self.final_layer_norm = final_norm
+
+    # ------------------------------------------------------------ model interface
+    family = "gpt"
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_layers
+
+    @property
+    def dropout_rate(self) -> float:
+        return self.config.dropout
+
+    @property
+    def initializer_range(self) -> float:
+        return self.config.initializer_range
+
+    @property
+    def max_sequence_length(self) -> int:
+        return self.config.max_position_embeddings
+
+    def features(self, inputs, training=None) -> dict:
+        """Adds `pooled_output`: the state at each row's last real token (the GPT
+        paper's "extract" position, the only one that has seen the whole input)."""
+        out = dict(self(inputs, training=training))
+        mask = ops.cast(inputs["padding_mask"], "int32")
+        out["padding_mask"] = mask
+        out["pooled_output"] = last_token_state(out["sequence_output"], mask)
+        return out
+
+    # --------------------------------------------------------------- cached decoding
+    def cache_shape(self, batch_size, length):
+        """[B, L, 2, N, S, D]: keys and values of every layer for S positions."""
+        c = self.config
+        return (batch_size, c.num_layers, 2, c.num_heads, length, c.hidden_size // c.num_heads)
+
+    def call_with_cache(self, token_ids, positions, key_padding_mask, cache, cache_index,
+                        training=False):
+        """Decodes `token_ids` [B, T] written at cache positions `cache_index ..
+        cache_index + T - 1`.
+
+        Args:
+            token_ids: int [B, T].
+            positions: int [B, T], each token's position (see `positions_from_mask`).
+            key_padding_mask: int [B, S], 1 on cache positions that hold real tokens
+                (prompt padding is 0; positions not decoded yet are hidden by causality).
+            cache: float [B, L, 2, N, S, D] (`cache_shape`).
+            cache_index: int scalar.
+
+        Returns:
+            (sequence_output [B, T, H], updated cache).
+        """
+        x = self.token_embedding(token_ids) + self.position_embedding(
+            token_ids, positions=positions)
+        x = self.embedding_dropout(x, training=training)
+        mask = key_mask(key_padding_mask)  # (B, 1, S)
+        caches = []
+        for i, block in enumerate(self.transformer_layers):
+            x, layer_cache = block(x, attention_mask=mask, causal=True, cache=cache[:, i],
+                                   cache_index=cache_index, training=training)
+            caches.append(layer_cache)
+        if self.final_layer_norm is not None:
+            x = self.final_layer_norm(x)
+        return x, ops.stack(caches, axis=1)
+
+    # ------------------------------------------------------------------ serialization
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable,
+                "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        dtype = config.pop("dtype", None)
+        if isinstance(dtype, dict):
+            dtype = keras.saving.deserialize_keras_object(dtype)
+        return cls(config.pop("config"), dtype=dtype, **config)
+
+    # ------------------------------------------------------------------ checkpoints
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, dtype=None, **config_overrides
+                        ) -> "GPTDecoder":
+        """A kbert GPT folder, a Hugging Face `gpt2` or `openai-gpt` folder, or an
+        OpenAI GPT-2 TF checkpoint folder (`hparams.json`, `model.ckpt.*`)."""
+        from kbert.models.gpt import checkpoints
+
+        return checkpoints.load_decoder(cls, path, dtype=dtype, **config_overrides)
+
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
+        """Writes a kbert folder atomically: `config.json`, `model.safetensors` (in
+        Hugging Face's GPT-2 tensor layout) and, given a tokenizer, its files."""
+        from kbert.models.gpt import checkpoints
+
+        checkpoints.save_decoder(self, path, tokenizer=tokenizer)
+
+
+def last_token_state(sequence_output, padding_mask):
+    """[B, T, H] at each row's last real position -> [B, H] (right or left padding)."""
+    mask = ops.cast(padding_mask, "int32")
+    length = ops.shape(mask)[1]
+    # The last index with mask 1: the largest of index * mask.
+    index = ops.max(ops.arange(length, dtype="int32")[None, :] * mask, axis=1)  # (B,)
+    return ops.take_along_axis(sequence_output, index[:, None, None], axis=1)[:, 0]
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class GPTLanguageModel(keras.Model):
+    """A GPTDecoder with its output layer tied to the token embeddings: `logits`
+    float32 [batch_size, seq_length, vocab_size], the next token's scores at every
+    position.
+
+    `from_pretrained` loads the decoder and, where the folder has one, the tokenizer
+    (`self.tokenizer`), which `generate` needs to take and give strings.
+
+    Example:
+    >>> import numpy as np
+    >>> lm = GPTLanguageModel(GPTConfig.preset("tiny"))
+    >>> lm({"token_ids": np.array([[5, 6]]), "padding_mask": np.ones((1, 2), "int32")}
+    ...    )["logits"].shape
+    TensorShape([1, 2, 99])
+    """
+
+    def __init__(self, decoder: GPTDecoder | GPTConfig | dict, dtype=None, **kwargs):
+        if not isinstance(decoder, GPTDecoder):
+            decoder = GPTDecoder(decoder, dtype=dtype, name="gpt_decoder")
+        inputs = {"token_ids": keras.Input(shape=(None,), dtype="int32", name="token_ids"),
+                  "padding_mask": keras.Input(shape=(None,), dtype="int32",
+                                              name="padding_mask")}
+        x = decoder(inputs)["sequence_output"]
+        logits = decoder.token_embedding(x, reverse=True)
+        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
+        self.decoder = decoder
+        self.config = decoder.config
+        self.tokenizer = None  # set by from_pretrained, or by the user
+        self._generate_functions = {}
+
+    def get_config(self):
+        return {"decoder": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable,
+                "dtype": keras.saving.serialize_keras_object(self.decoder.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        dtype = config.pop("dtype", None)
+        if isinstance(dtype, dict):
+            dtype = keras.saving.deserialize_keras_object(dtype)
+        return cls(config.pop("decoder"), dtype=dtype, **config)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, dtype=None, load_tokenizer=True,
+                        **config_overrides) -> "GPTLanguageModel":
+        """The decoder's folder formats (see `GPTDecoder.from_pretrained`); the tokenizer
+        too when the folder has its files."""
+        decoder = GPTDecoder.from_pretrained(path, dtype=dtype, **config_overrides)
+        tokenizer = None
+        if load_tokenizer:
+            from kbert.tokenizers.gpt import GPTTokenizer
+
+            if GPTTokenizer.folder_has_files(path):
+                tokenizer = GPTTokenizer.from_pretrained(path)
+        model = cls(decoder, name="gpt_language_model")
+        model.tokenizer = tokenizer
+        return model
+
+    def save_pretrained(self, path: str | os.PathLike) -> None:
+        self.decoder.save_pretrained(path, tokenizer=self.tokenizer)
+
+    def generate(self, prompts, max_new_tokens: int = 32, sampler: str = "greedy",
+                 temperature: float = 1.0, top_k: int | None = None,
+                 top_p: float | None = None, seed: int | None = None):
+        """Continues each prompt: strings in, strings out (the prompt, then the
+        continuation, up to and without the end token). See `kbert.models.gpt.
+        generation` for the decoding; `generate_ids` works on token ids."""
+        from kbert.models.gpt import generation
+
+        return generation.generate_text(self, prompts, max_new_tokens=max_new_tokens,
+                                        sampler=sampler, temperature=temperature,
+                                        top_k=top_k, top_p=top_p, seed=seed)
+
+    def generate_ids(self, token_ids, padding_mask, max_new_tokens: int = 32,
+                     sampler: str = "greedy", temperature: float = 1.0,
+                     top_k: int | None = None, top_p: float | None = None,
+                     seed: int | None = None, end_token_id: int | None = -1):
+        """Continues left- or right-padded prompts of token ids [B, P]; returns int32
+        [B, max_new_tokens], the new tokens (after a row's end token: the end token
+        again; `end_token_id=None` never stops). See `kbert.models.gpt.generation`."""
+        from kbert.models.gpt import generation
+
+        return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
+                                       sampler=sampler, temperature=temperature, top_k=top_k,
+                                       top_p=top_p, seed=seed, end_token_id=end_token_id)
+
+
+def _new_layers(config: GPTConfig, dtype):
+    init = keras.initializers.serialize(normal(config.initializer_range))
+    residual = keras.initializers.serialize(
+        normal(config.initializer_range / math.sqrt(2 * config.num_layers)))
+    token_embedding = TokenEmbedding(config.vocab_size, config.hidden_size,
+                                     embeddings_initializer=normal(config.initializer_range),
+                                     dtype=dtype, name="token_embedding")
+    # GPT-2 initializes position embeddings with stddev 0.01 (OpenAI's model.py).
+    position_embedding = PositionEmbedding(config.max_position_embeddings, config.hidden_size,
+                                           initializer=normal(0.01), dtype=dtype,
+                                           name="position_embedding")
+    dropout = keras.layers.Dropout(config.embedding_dropout, dtype=dtype,
+                                   name="embedding_dropout")
+    blocks = [
+        TransformerBlock(
+            config.hidden_size, config.num_heads, config.intermediate_size,
+            hidden_act=config.hidden_act, dropout=config.dropout,
+            attention_dropout=config.attention_dropout,
+            layer_norm_epsilon=config.layer_norm_epsilon, norm_first=config.norm_first,
+            kernel_initializer=init, output_kernel_initializer=residual, dtype=dtype,
+            name=f"transformer_layer_{i}")
+        for i in range(config.num_layers)
+    ]
+    final_norm = (keras.layers.LayerNormalization(epsilon=config.layer_norm_epsilon,
+                                                  dtype=dtype, name="final_layer_norm")
+                  if config.norm_first else None)
+    return token_embedding, position_embedding, dropout, blocks, final_norm

@@ -1,0 +1,194 @@
+"""Text generation with a preallocated key/value cache, compiled once and reused.
+
+The prompts are left-aligned to the right (left padding), so that every row's next
+token is written at the same cache index; positions count from each row's first real
+token, and the padding is masked out of attention (as Hugging Face's `generate` does
+for decoder-only models). One `tf.function` per decoding setting, with dynamic batch,
+prompt and continuation lengths in its signature, serves every later call: it is traced
+once, not once per call or per shape.
+
+Decoding:
+    greedy: the most likely token.
+    top_k: sampled among the k most likely tokens (Fan et al., 2018).
+    top_p: sampled among the fewest most likely tokens whose probabilities sum to at
+        least p (nucleus sampling, Holtzman et al., 2020); the token that crosses p is
+        kept, and so is always the most likely one.
+    temperature divides the logits before top_k / top_p sampling (not greedy).
+Sampling is stateless: the same seed gives the same text, whatever ran before.
+A row that produced the end token produces it again until every row has (the loop then
+stops), and the end token is not part of the returned text.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from kbert.models.gpt.decoder import positions_from_mask
+
+SAMPLERS = ("greedy", "top_k", "top_p")
+
+
+def check_settings(sampler: str, temperature: float, top_k, top_p) -> None:
+    if sampler not in SAMPLERS:
+        raise ValueError(f"sampler={sampler!r}: choose from {SAMPLERS}")
+    if not temperature > 0:
+        raise ValueError(f"temperature={temperature}: must be more than 0")
+    if sampler == "top_k" and (top_k is None or int(top_k) < 1):
+        raise ValueError(f"sampler='top_k' needs top_k >= 1 (got {top_k})")
+    if sampler == "top_p" and (top_p is None or not 0 < float(top_p) <= 1):
+        raise ValueError(f"sampler='top_p' needs 0 < top_p <= 1 (got {top_p})")
+
+
+def choose(logits, sampler: str, temperature: float, top_k, top_p, seed):
+    """float32 logits [B, V] -> int32 token ids [B]. `seed` is an int32 [2] Tensor."""
+    if sampler == "greedy":
+        return tf.argmax(logits, axis=-1, output_type=tf.int32)
+    logits = logits / temperature
+    if sampler == "top_k":
+        k = min(int(top_k), logits.shape[-1]) if logits.shape[-1] else int(top_k)
+        values, indices = tf.math.top_k(logits, k=k)  # (B, k), best first
+        pick = tf.random.stateless_categorical(values, 1, seed=seed, dtype=tf.int32)[:, 0]
+        return tf.gather(indices, pick, batch_dims=1)
+    # top_p: sort, keep the prefix whose mass before each token is below p.
+    order = tf.argsort(logits, axis=-1, direction="DESCENDING", stable=True)
+    sorted_logits = tf.gather(logits, order, batch_dims=1)
+    probs = tf.nn.softmax(sorted_logits, axis=-1)
+    before = tf.cumsum(probs, axis=-1, exclusive=True)
+    keep = before < top_p
+    keep = tf.concat([tf.ones_like(keep[:, :1]), keep[:, 1:]], axis=-1)  # the best always
+    sorted_logits = tf.where(keep, sorted_logits, tf.constant(-np.inf, logits.dtype))
+    pick = tf.random.stateless_categorical(sorted_logits, 1, seed=seed, dtype=tf.int32)[:, 0]
+    return tf.gather(order, pick, batch_dims=1)
+
+
+def left_pad(token_ids, padding_mask, pad_id: int = 0):
+    """Moves each row's real tokens (mask 1; right or left padded) to the right end."""
+    ids = tf.convert_to_tensor(token_ids, tf.int32)
+    mask = tf.cast(tf.convert_to_tensor(padding_mask), tf.bool)
+    ragged = tf.ragged.boolean_mask(ids, mask)
+    width = tf.shape(ids)[1]
+    reversed_rows = tf.reverse(ragged, axis=[1]).to_tensor(pad_id, shape=[None, width])
+    new_mask = tf.reverse(tf.sequence_mask(ragged.row_lengths(), width, tf.int32), axis=[1])
+    return tf.reverse(reversed_rows, axis=[1]), new_mask
+
+
+def _build(lm, sampler, temperature, top_k, top_p, end_token_id):
+    decoder = lm.decoder
+    embedding = decoder.token_embedding
+    stops = end_token_id is not None and end_token_id >= 0
+    end = tf.constant(end_token_id if stops else 0, tf.int32)
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None, None], tf.int32, name="token_ids"),
+        tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
+        tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+        tf.TensorSpec([2], tf.int32, name="seed")], autograph=False)
+    def run(token_ids, padding_mask, max_new_tokens, seed):
+        batch, prompt = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+        total = prompt + max_new_tokens
+        cache = tf.zeros(decoder.cache_shape(batch, total), decoder.compute_dtype)
+        key_mask = tf.concat([padding_mask, tf.ones([batch, max_new_tokens], tf.int32)], 1)
+        hidden, cache = decoder.call_with_cache(
+            token_ids, positions_from_mask(padding_mask), key_mask, cache, 0)
+        logits = embedding.logits(hidden[:, -1])  # (B, V) float32
+        lengths = tf.reduce_sum(padding_mask, axis=1)  # (B,)
+        out = tf.fill([batch, max_new_tokens], end)
+        done = tf.zeros([batch], tf.bool)
+
+        def cond(t, logits, cache, done, out):
+            return tf.logical_and(t < max_new_tokens, tf.logical_not(tf.reduce_all(done)))
+
+        def body(t, logits, cache, done, out):
+            step_seed = tf.stack([seed[0], seed[1] + t])
+            token = choose(logits, sampler, temperature, top_k, top_p, step_seed)
+            if stops:
+                token = tf.where(done, end, token)
+                done = tf.logical_or(done, tf.equal(token, end))
+            out = ops.slice_update(out, (0, t), token[:, None])
+            hidden, cache = decoder.call_with_cache(
+                token[:, None], (lengths + t)[:, None], key_mask, cache, prompt + t)
+            return t + 1, embedding.logits(hidden[:, 0]), cache, done, out
+
+        shapes = (tf.TensorShape([]), tf.TensorShape([None, None]),
+                  tf.TensorShape([None] * 6), tf.TensorShape([None]),
+                  tf.TensorShape([None, None]))
+        *_, out = tf.while_loop(cond, body, (tf.constant(0), logits, cache, done, out),
+                                shape_invariants=shapes)
+        return out
+
+    return run
+
+
+def generate_function(lm, sampler="greedy", temperature=1.0, top_k=None, top_p=None,
+                      end_token_id=None):
+    """The compiled decoding function for these settings (built once per model and
+    setting): (token_ids [B, P] left-padded, padding_mask [B, P], max_new_tokens,
+    seed int32 [2]) -> int32 [B, max_new_tokens]."""
+    check_settings(sampler, temperature, top_k, top_p)
+    key = (sampler, float(temperature), None if top_k is None else int(top_k),
+           None if top_p is None else float(top_p), end_token_id)
+    cache = lm._generate_functions
+    if key not in cache:
+        cache[key] = _build(lm, sampler, float(temperature), top_k,
+                            None if top_p is None else float(top_p), end_token_id)
+    return cache[key]
+
+
+def _seed(seed):
+    if seed is None:
+        seed = random.SystemRandom().randrange(2 ** 31)
+    seed = int(seed)
+    return tf.constant([seed % (2 ** 31), (seed // (2 ** 31)) % (2 ** 31)], tf.int32)
+
+
+def generate_ids(lm, token_ids, padding_mask, max_new_tokens, sampler="greedy",
+                 temperature=1.0, top_k=None, top_p=None, seed=None, end_token_id=-1):
+    """See `GPTLanguageModel.generate_ids`. `end_token_id=-1` means the config's."""
+    if end_token_id == -1:
+        end_token_id = lm.config.end_token_id
+    ids, mask = left_pad(token_ids, padding_mask)
+    if int(max_new_tokens) < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens}: must be at least 1")
+    limit = lm.config.max_position_embeddings
+    if int(tf.reduce_max(tf.reduce_sum(mask, axis=1))) + int(max_new_tokens) > limit:
+        raise ValueError(f"a prompt of {int(tf.reduce_max(tf.reduce_sum(mask, axis=1)))} "
+                         f"tokens + max_new_tokens={max_new_tokens} exceeds the model's "
+                         f"{limit} positions")
+    run = generate_function(lm, sampler, temperature, top_k, top_p, end_token_id)
+    return run(ids, mask, tf.constant(int(max_new_tokens), tf.int32), _seed(seed))
+
+
+def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=1.0,
+                  top_k=None, top_p=None, seed=None):
+    """Strings in, strings out: each prompt followed by its continuation (up to the end
+    token, which is left out). An empty prompt starts from the end token, as GPT-2's
+    unconditional samples do."""
+    tokenizer = lm.tokenizer
+    if tokenizer is None:
+        raise ValueError("generate() needs a tokenizer: load the model with "
+                         "GPTLanguageModel.from_pretrained on a folder with one, or set "
+                         "model.tokenizer = GPTTokenizer(...)")
+    single = isinstance(prompts, str)
+    texts = tf.constant([prompts] if single else list(prompts))
+    rows = tokenizer.tokenize(texts).to_list()
+    end = lm.config.end_token_id
+    if any(not r for r in rows):
+        if end is None:
+            raise ValueError("an empty prompt needs a start token, and this model has no "
+                             "end token (GPT-1)")
+        rows = [r or [end] for r in rows]  # empty prompts start from <|endoftext|>
+    ids = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
+    dense = ids.to_tensor(0)
+    mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
+    new = generate_ids(lm, dense, mask, max_new_tokens, sampler, temperature, top_k, top_p,
+                       seed)
+    if end is not None:  # cut at the first end token
+        keep = tf.cumsum(tf.cast(tf.equal(new, end), tf.int32), axis=1) == 0
+        new = tf.ragged.boolean_mask(new, keep)
+    text = tf.strings.join([texts, tokenizer.detokenize(new)])
+    out = [t.decode("utf-8", "replace") for t in text.numpy()]
+    return out[0] if single else out

@@ -1,0 +1,399 @@
+"""GPT-2's byte-level BPE in-graph, with the ids of OpenAI's `encoder.py` on any input.
+
+OpenAI's encoder (1) splits the text with a `regex` pattern into words, (2) turns each
+word's UTF-8 bytes into printable stand-in characters (`bytes_to_unicode`), (3) merges
+adjacent symbols, lowest merge rank first, until no listed pair is left, and (4) looks
+the symbols up in `encoder.json`. kbert does each step with TensorFlow ops:
+
+1. The pattern `'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+`
+   needs a lookahead that RE2 (TensorFlow's regex engine) lacks, and classes that are
+   `regex`'s, not RE2's. Its matches are decided by each character's class and its
+   neighbours, so kbert computes where each word starts from the code points' classes
+   (looked up in ranges made by `regex` itself, `gpt2_classes.py`):
+     - a run of letters, of numbers, or of other characters is one word; a single space
+       (U+0020, only that character) before it belongs to it;
+     - a run of whitespace followed by a word keeps its last character apart (that
+       character starts the next word if it is a space, or is a word of its own); at the
+       end of the text the run is one word;
+     - `'s 't 're 've 'm 'll 'd` (case-sensitive) are words where an apostrophe starts
+       one (not after a space, which joins the apostrophe to a run of other characters).
+2.-4. Merging runs over all words of a batch at once: every round looks every adjacent
+   pair up in a table of merge ranks, and each word merges every occurrence of its best
+   pair, left to right without overlap, as `encoder.py`'s `bpe()` does.
+
+Text that is not valid UTF-8 is split as if each bad byte were U+FFFD, and its bytes are
+kept: `detokenize(tokenize(t)) == t` for any bytes.
+
+`<|endoftext|>` written in a text is plain text by default, as in OpenAI's encoder (a
+user's text cannot inject the end token). `special_tokens_in_text=True` reads it as the
+end token instead, as Hugging Face's GPT-2 tokenizers do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from kbert.io import read_json
+from kbert.tokenizers import gpt2_classes
+from kbert.tokenizers.base import Tokenizer
+from kbert.tokenizers.packing import pack_decoder
+
+END_TOKEN = "<|endoftext|>"
+_NO_RANK = 2 ** 31 - 1
+_APOSTROPHE, _SPACE = 39, 32
+_WHITESPACE, _LETTER = 3, 1
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's stand-in character of each byte: the printable bytes of Latin-1
+    (`!`..`~`, `¡`..`¬`, `®`..`ÿ`) stand for themselves, the other 68 bytes for
+    U+0100, U+0101, ... in byte order (so no symbol holds a space or a control)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
+            *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[b] = chr(b)
+        else:
+            table[b] = chr(256 + extra)
+            extra += 1
+    return table
+
+
+def read_merges(path: str) -> list[tuple[str, str]]:
+    """`merges.txt` / `vocab.bpe`: a `#version` line, then one pair a line."""
+    merges = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            line = line.rstrip("\n")
+            if not line or (number == 1 and line.startswith("#version")):
+                continue
+            parts = line.split(" ")
+            if len(parts) != 2 or not all(parts):
+                raise ValueError(f"{path}:{number}: expected two symbols separated by one "
+                                 f"space, got {line!r}")
+            merges.append((parts[0], parts[1]))
+    return merges
+
+
+class GPTTokenizer(Tokenizer):
+    """GPT-2's byte-level BPE, in-graph (see the module docstring).
+
+    Args:
+        vocabulary: token -> id (`encoder.json` / `vocab.json`), or its path.
+        merges: the merge pairs in rank order (`vocab.bpe` / `merges.txt`), or its path.
+        seq_length: length `__call__` packs to.
+        special_tokens_in_text: read `<|endoftext|>` in texts as the end token
+            (Hugging Face) instead of as plain text (OpenAI, the default).
+
+    Example:
+    >>> tok = GPTTokenizer({"a": 0, "b": 1, "ab": 2, "Ġ": 3, "Ġab": 4, END_TOKEN: 5},
+    ...                    [("a", "b"), ("Ġ", "ab")])
+    >>> tok.tokenize(["ab ab"]).to_list()
+    [[2, 4]]
+    >>> tok.detokenize([[2, 4]]).numpy().tolist()
+    [b'ab ab']
+    """
+
+    def __init__(self, vocabulary, merges, seq_length: int = 1024,
+                 special_tokens_in_text: bool = False, name: str | None = None):
+        super().__init__(name=name)
+        if isinstance(vocabulary, (str, os.PathLike)):
+            vocabulary = read_json(os.fspath(vocabulary))
+        if isinstance(merges, (str, os.PathLike)):
+            merges = read_merges(os.fspath(merges))
+        self._vocabulary = dict(vocabulary)
+        self._merges = [tuple(m) for m in merges]
+        self.seq_length = int(seq_length)
+        self.special_tokens_in_text = bool(special_tokens_in_text)
+        self.end_token_id = self._vocabulary.get(END_TOKEN)
+        if self.special_tokens_in_text and self.end_token_id is None:
+            raise ValueError(f"special_tokens_in_text=True: the vocabulary has no {END_TOKEN}")
+        to_char = bytes_to_unicode()
+        missing = [c for c in to_char.values() if c not in self._vocabulary]
+        if missing:
+            raise ValueError(f"GPTTokenizer vocabulary lacks {len(missing)} of the 256 byte "
+                             f"symbols (e.g. {missing[0]!r}); every byte must have an id")
+        for i, (a, b) in enumerate(self._merges):
+            if a + b not in self._vocabulary:
+                raise ValueError(f"merge {i} ({a!r} {b!r}): {a + b!r} is not in the "
+                                 "vocabulary")
+
+        def table(keys, values, key_dtype, value_dtype, default):
+            return tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+                tf.constant(keys, key_dtype), tf.constant(values, value_dtype)), default)
+
+        ordered = sorted(self._vocabulary.items(), key=lambda kv: kv[1])
+        self._ids = table([k for k, _ in ordered], [v for _, v in ordered], tf.string,
+                          tf.int32, -1)
+        size = max(self._vocabulary.values()) + 1
+        strings = [""] * size
+        for token, i in ordered:
+            strings[i] = token
+        self._id_to_token = tf.constant(strings)
+        self._ranks = table([f"{a} {b}" for a, b in self._merges],
+                            list(range(len(self._merges))), tf.string, tf.int32, _NO_RANK)
+        self._byte_symbols = table([bytes([b]) for b in range(256)],
+                                   [to_char[b] for b in range(256)], tf.string, tf.string, "")
+        back = [0] * (max(ord(c) for c in to_char.values()) + 1)
+        for b, c in to_char.items():
+            back[ord(c)] = b
+        self._char_to_byte = tf.constant(back, tf.int32)
+        self._single_bytes = tf.constant([bytes([b]) for b in range(256)])
+        starts, classes = zip(*gpt2_classes.RANGES)
+        self._class_starts = tf.constant(starts, tf.int32)
+        self._class_ids = tf.constant(classes, tf.int32)
+        spec = tf.TensorSpec([None], tf.string)
+        self._compiled_tokenize = tf.function(self._tokenize, input_signature=[spec],
+                                              autograph=False)
+        self._compiled_encode = tf.function(
+            self._encode, input_signature=[spec, tf.TensorSpec([], tf.int64)],
+            autograph=False)
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def vocabulary(self) -> dict[str, int]:
+        return dict(self._vocabulary)
+
+    @property
+    def merges(self) -> list[tuple[str, str]]:
+        return list(self._merges)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocabulary)
+
+    @property
+    def pad_id(self) -> int:
+        """Padding carries the end token's id (GPT-2 has no padding token); the padding
+        mask says which positions are real."""
+        return self.end_token_id or 0
+
+    # ---------------------------------------------------------------- splitting
+    def split_words(self, texts) -> tf.RaggedTensor:
+        """tf.string [batch] -> RaggedTensor [batch, (words)] of the words `encoder.py`'s
+        pattern finds (byte strings; they join back to the text)."""
+        texts = self.as_batch(texts)
+        return self._split(texts)
+
+    def _split(self, texts):
+        chars, offsets = tf.strings.unicode_decode_with_offsets(
+            texts, "UTF-8", errors="replace", replacement_char=0xFFFD)
+        flat = chars.flat_values  # (C,) code points of every text
+        rows = chars.value_rowids()
+        n = tf.size(flat)
+        cls = tf.gather(self._class_ids,
+                        tf.searchsorted(self._class_starts, flat, side="right") - 1)
+        ws = tf.equal(cls, _WHITESPACE)
+        sp = tf.equal(flat, _SPACE)
+
+        def shift(x, k, fill):
+            """x moved k places right (k > 0: the k-th previous element; k < 0: next),
+            `fill` where that element is in another text."""
+            pad = tf.fill([abs(k)], tf.constant(fill, x.dtype))
+            moved = (tf.concat([pad, x[:-k]], 0) if k > 0 else tf.concat([x[-k:], pad], 0))
+            other_row = (tf.concat([tf.fill([k], tf.constant(-1, rows.dtype)), rows[:-k]], 0)
+                         if k > 0 else tf.concat([rows[-k:], tf.fill([-k], tf.constant(
+                             -1, rows.dtype))], 0))
+            moved = tf.where(tf.equal(other_row, rows), moved, tf.fill([n], tf.constant(
+                fill, x.dtype)))
+            return moved[:n]
+
+        first = tf.not_equal(shift(rows, 1, -1), rows)
+        prev_ws = shift(ws, 1, False)
+        prev_sp = shift(sp, 1, False)
+        prev_cls = shift(cls, 1, -1)
+        has_next = tf.equal(shift(rows, -1, -1), rows)
+        next_ws = shift(ws, -1, False)
+        run_start = tf.logical_and(ws, tf.logical_not(prev_ws))
+        before_word = tf.logical_and(ws, tf.logical_and(has_next, tf.logical_not(next_ws)))
+        word_start = tf.logical_and(tf.logical_not(ws), tf.where(
+            prev_ws, tf.logical_not(prev_sp), tf.not_equal(prev_cls, cls)))
+        start = first | run_start | before_word | word_start
+
+        # Contractions where an apostrophe starts a word: 's 't 'm 'd (2), 're 've 'll (3).
+        c1, c2 = shift(flat, -1, -1), shift(flat, -2, -1)
+        two = tf.reduce_any(tf.equal(c1[:, None], tf.constant([[ord(c) for c in "stmd"]])),
+                            axis=1)
+        three = ((tf.equal(c1, ord("r")) & tf.equal(c2, ord("e")))
+                 | (tf.equal(c1, ord("v")) & tf.equal(c2, ord("e")))
+                 | (tf.equal(c1, ord("l")) & tf.equal(c2, ord("l"))))
+        at = start & tf.equal(flat, _APOSTROPHE)
+        length = tf.where(at & two, 2, tf.where(at & three, 3, 0))
+        inside = (shift(length, 1, 0) >= 2) | tf.equal(shift(length, 2, 0), 3)
+        after = tf.equal(shift(length, 2, 0), 2) | tf.equal(shift(length, 3, 0), 3)
+        start = (start & tf.logical_not(inside)) | after
+
+        # Byte spans of the words, cut from the original bytes.
+        begin = tf.boolean_mask(offsets.flat_values, start)  # (W,)
+        word_rows = tf.boolean_mask(rows, start)
+        is_last = tf.not_equal(word_rows, tf.concat([word_rows[1:], [-1]], 0))
+        sizes = tf.cast(tf.strings.length(texts, unit="BYTE"), begin.dtype)
+        end = tf.where(is_last, tf.gather(sizes, word_rows),
+                       tf.concat([begin[1:], tf.zeros([1], begin.dtype)], 0))
+        words = tf.strings.substr(tf.gather(texts, word_rows), tf.cast(begin, tf.int32),
+                                  tf.cast(end - begin, tf.int32))
+        return tf.RaggedTensor.from_value_rowids(words, word_rows,
+                                                 nrows=tf.shape(texts, tf.int64)[0])
+
+    # ---------------------------------------------------------------- BPE
+    def _bpe(self, words):
+        """tf.string [W] words -> int32 RaggedTensor [W, (tokens)].
+
+        The symbols of all words lie in one flat vector (with each symbol's word), so
+        a round costs what the words still merging hold, whatever the longest word.
+        Each round, every word merges every occurrence of its best-ranked pair; a word
+        without a listed pair is done and its symbols are emitted.
+        """
+        pieces = tf.strings.bytes_split(words)  # (W, (bytes))
+        count = tf.shape(words, tf.int64)[0]
+
+        def cond(rows, symbols, out_rows, out_pos, out_symbols):
+            return tf.size(rows) > 0
+
+        def body(rows, symbols, out_rows, out_pos, out_symbols):
+            n = tf.size(rows)
+            index = tf.range(n)
+            same = tf.equal(rows[1:], rows[:-1])  # pair (i, i + 1) inside one word
+            ranks = tf.where(same, self._ranks.lookup(
+                tf.strings.join([symbols[:-1], symbols[1:]], " ")), _NO_RANK)
+            pair_rows = rows[:-1]
+            best = tf.math.unsorted_segment_min(ranks, pair_rows, count)
+            hit = tf.equal(ranks, tf.gather(best, pair_rows)) & (ranks < _NO_RANK)
+            # Consecutive hits (a pair of equal symbols, "a a a"): every other one, from
+            # the first, as the reference scans left to right.
+            first_of_run = hit & tf.logical_not(tf.concat([[False], hit[:-1]], 0))
+            runs = tf.cumsum(tf.cast(first_of_run, tf.int32))  # runs begun so far
+            run_begin = tf.gather(tf.concat(
+                [[0], tf.cast(tf.where(first_of_run)[:, 0], tf.int32)], 0), runs)
+            merge = hit & tf.equal((index[:-1] - run_begin) % 2, 0)
+            merge = tf.concat([merge, [False]], 0)  # (n,): symbol i takes symbol i + 1
+            merged_words = tf.math.unsorted_segment_max(tf.cast(merge, tf.int32), rows,
+                                                        count)
+            done = tf.equal(tf.gather(merged_words, rows), 0)
+            # Words without a listed pair are done: emit their symbols with positions.
+            starts = tf.concat([[True], tf.not_equal(rows[1:], rows[:-1])], 0)
+            word_start = tf.gather(tf.cast(tf.where(starts)[:, 0], tf.int32),
+                                   tf.cumsum(tf.cast(starts, tf.int32)) - 1)
+            out_rows = tf.concat([out_rows, tf.boolean_mask(rows, done)], 0)
+            out_pos = tf.concat([out_pos, tf.boolean_mask(index - word_start, done)], 0)
+            out_symbols = tf.concat([out_symbols, tf.boolean_mask(symbols, done)], 0)
+            # The others merge and go on.
+            following = tf.concat([symbols[1:], [""]], 0)
+            joined = tf.where(merge, tf.strings.join([symbols, following]), symbols)
+            dropped = tf.concat([[False], merge[:-1]], 0)
+            keep = tf.logical_not(done) & tf.logical_not(dropped)
+            return (tf.boolean_mask(rows, keep), tf.boolean_mask(joined, keep), out_rows,
+                    out_pos, out_symbols)
+
+        state = (pieces.value_rowids(), self._byte_symbols.lookup(pieces.flat_values),
+                 tf.zeros([0], tf.int64), tf.zeros([0], tf.int32), tf.zeros([0], tf.string))
+        invariants = tuple(tf.TensorShape([None]) for _ in state)
+        _, _, out_rows, out_pos, out_symbols = tf.while_loop(
+            cond, body, state, shape_invariants=invariants)
+        # Back in word order, each word's symbols in position order.
+        width = tf.cast(tf.reduce_max(tf.concat([out_pos, [0]], 0)) + 1, tf.int64)
+        order = tf.argsort(out_rows * width + tf.cast(out_pos, tf.int64), stable=True)
+        ids = self._ids.lookup(tf.gather(out_symbols, order))
+        return tf.RaggedTensor.from_value_rowids(ids, tf.gather(out_rows, order), nrows=count)
+
+    # ---------------------------------------------------------------- tokenizing
+    def _tokenize(self, texts):
+        if self.special_tokens_in_text:
+            return self._tokenize_with_special(texts)
+        return self._tokenize_plain(texts)
+
+    def _tokenize_with_special(self, texts):
+        """Hugging Face's reading: the text between `<|endoftext|>` marks is tokenized
+        on its own, and each mark is the end token."""
+        import tensorflow_text as tf_text
+
+        pieces = tf_text.regex_split(texts, r"<\|endoftext\|>", r"<\|endoftext\|>")
+        flat = pieces.flat_values  # (P,) the marks and the text between them
+        special = tf.equal(flat, END_TOKEN)
+        plain = self._tokenize_plain(flat)  # (P, (T))
+        # Each piece's tokens, or the end token for a mark: one side of each row is empty.
+        plain = tf.ragged.boolean_mask(plain, plain.with_flat_values(
+            tf.gather(tf.logical_not(special), plain.value_rowids())))
+        marks = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(special, tf.int32))], self.end_token_id),
+            tf.cast(special, tf.int64))
+        ids = tf.concat([plain, marks], axis=1)
+        return tf.RaggedTensor.from_row_splits(ids, pieces.row_splits).merge_dims(1, 2)
+
+    def _tokenize_plain(self, texts):
+        words = self._split(texts)
+        ids = self._bpe(words.flat_values)  # (W, (T))
+        return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
+
+    def tokenize(self, texts) -> tf.RaggedTensor:
+        """int32 RaggedTensor [batch, (tokens)]: OpenAI's `encoder.py` ids."""
+        texts = self.as_batch(texts)
+        if tf.executing_eagerly():
+            return self._compiled_tokenize(texts)
+        return self._tokenize(texts)
+
+    def detokenize(self, ids) -> tf.Tensor:
+        """The bytes the ids stand for, joined: tf.string [batch] (the exact text back)."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.convert_to_tensor(ids)
+            if ids.shape.rank == 1:
+                ids = ids[None]
+            ids = tf.RaggedTensor.from_tensor(ids)
+        tokens = tf.gather(self._id_to_token, tf.cast(ids, tf.int32))
+        joined = tf.strings.reduce_join(tokens, axis=-1)
+        chars = tf.strings.unicode_decode(joined, "UTF-8")
+        values = tf.gather(self._char_to_byte, chars)
+        return tf.strings.reduce_join(tf.gather(self._single_bytes, values), axis=-1)
+
+    def __call__(self, texts, seq_length: int | None = None) -> dict:
+        """`token_ids` and `padding_mask`, int32 [batch, seq_length], padded on the right
+        (`GPTDecoder` also takes left padding) and cut to `seq_length` tokens."""
+        seq_length = int(seq_length or self.seq_length)
+        texts = self.as_batch(texts)
+        if tf.executing_eagerly():
+            return self._compiled_encode(texts, tf.constant(seq_length, tf.int64))
+        return self._encode(texts, seq_length)
+
+    def _encode(self, texts, seq_length):
+        return pack_decoder(self._tokenize(texts), seq_length, pad_id=self.pad_id)
+
+    # ---------------------------------------------------------------- files
+    @staticmethod
+    def folder_has_files(path) -> bool:
+        path = os.fspath(path)
+        return any(os.path.exists(os.path.join(path, a)) and os.path.exists(
+            os.path.join(path, b)) for a, b in (("vocab.json", "merges.txt"),
+                                                ("encoder.json", "vocab.bpe")))
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, **kwargs) -> "GPTTokenizer":
+        """A folder with `vocab.json` + `merges.txt` (Hugging Face, kbert) or
+        `encoder.json` + `vocab.bpe` (OpenAI)."""
+        path = os.fspath(path)
+        for vocab, merges in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
+            if os.path.exists(os.path.join(path, vocab)) and os.path.exists(
+                    os.path.join(path, merges)):
+                settings = {}
+                config = os.path.join(path, "tokenizer_config.json")
+                if os.path.exists(config):
+                    d = read_json(config)
+                    if "special_tokens_in_text" in d:
+                        settings["special_tokens_in_text"] = bool(d["special_tokens_in_text"])
+                return cls(os.path.join(path, vocab), os.path.join(path, merges),
+                           **{**settings, **kwargs})
+        raise FileNotFoundError(f"{path}: no vocab.json + merges.txt (Hugging Face) or "
+                                "encoder.json + vocab.bpe (OpenAI)")
+
+    def assets(self) -> dict[str, str]:
+        """`vocab.json` and `merges.txt` in Hugging Face's layout."""
+        return {"vocab.json": json.dumps(self._vocabulary, ensure_ascii=False),
+                "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in
+                                                            self._merges)}
+
+    def config(self) -> dict:
+        return {"tokenizer_class": "GPTTokenizer", "model_max_length": self.seq_length,
+                "special_tokens_in_text": self.special_tokens_in_text}

@@ -1,0 +1,346 @@
+"""GPT-1 and GPT-2 against Hugging Face's PyTorch models on the same weights: logits,
+checkpoints (Hugging Face, OpenAI's TF layout, kbert), cached and greedy generation,
+and the sampling rules."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import torch
+import transformers
+
+import kbert
+from kbert.models.gpt import checkpoints, generation
+
+pytestmark = pytest.mark.parity
+
+VOCAB, POSITIONS = 101, 48
+
+
+def _reference(kind: str, seed: int = 0):
+    torch.manual_seed(seed)
+    common = dict(vocab_size=VOCAB, n_positions=POSITIONS, n_embd=32, n_layer=3, n_head=4,
+                  resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    if kind == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+            bos_token_id=VOCAB - 1, eos_token_id=VOCAB - 1, **common))
+    else:
+        model = transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(**common))
+    with torch.no_grad():  # LayerNorms away from (1, 0), biases away from 0
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                p.add_(0.1 * torch.randn_like(p))
+    return model.eval()
+
+
+@pytest.fixture(scope="module", params=["gpt2", "openai-gpt"])
+def pair(request, tmp_path_factory):
+    """(reference model, its Hugging Face folder, kbert's model loaded from it)."""
+    ref = _reference(request.param)
+    folder = tmp_path_factory.mktemp(request.param)
+    ref.save_pretrained(folder)
+    return ref, folder, kbert.GPTLanguageModel.from_pretrained(folder)
+
+
+def _batch(seed=0, side="right"):
+    rng = np.random.RandomState(seed)
+    ids = rng.randint(0, VOCAB - 1, (4, 11)).astype("int32")
+    lengths = [11, 7, 3, 1]
+    mask = np.zeros_like(ids)
+    for row, n in enumerate(lengths):
+        if side == "right":
+            mask[row, :n] = 1
+        else:
+            mask[row, 11 - n:] = 1
+    return ids, mask
+
+
+def _reference_logits(ref, ids, mask):
+    position_ids = np.maximum(np.cumsum(mask, axis=1) - 1, 0)
+    with torch.no_grad():
+        return ref(input_ids=torch.tensor(ids, dtype=torch.long),
+                   attention_mask=torch.tensor(mask),
+                   position_ids=torch.tensor(position_ids, dtype=torch.long)).logits.numpy()
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_logits_equal_transformers_on_padded_batches(pair, side):
+    ref, _, lm = pair
+    ids, mask = _batch(side=side)
+    got = lm({"token_ids": ids, "padding_mask": mask})["logits"].numpy()
+    want = _reference_logits(ref, ids, mask)
+    real = mask.astype(bool)
+    np.testing.assert_allclose(got[real], want[real], atol=1e-4, rtol=0)
+    assert np.abs(want[real]).max() > 0.1  # the comparison is not of near-zero numbers
+
+
+def test_config_read_from_each_reference_file(pair):
+    ref, folder, lm = pair
+    c = lm.config
+    assert (c.vocab_size, c.hidden_size, c.num_layers, c.num_heads, c.intermediate_size,
+            c.max_position_embeddings) == (VOCAB, 32, 3, 4, 128, POSITIONS)
+    gpt1 = ref.config.model_type == "openai-gpt"
+    assert c.norm_first is not gpt1 and c.hidden_act == "gelu_tanh"
+    assert c.end_token_id == (None if gpt1 else VOCAB - 1)
+
+
+def test_presets_are_the_published_sizes():
+    sizes = {name: kbert.GPTConfig.preset(name) for name in
+             ("gpt1", "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")}
+    assert (sizes["gpt1"].vocab_size, sizes["gpt1"].max_position_embeddings,
+            sizes["gpt1"].norm_first) == (40478, 512, False)
+    params = {}
+    for name, c in sizes.items():
+        per_block = 12 * c.hidden_size ** 2 + 13 * c.hidden_size
+        params[name] = (c.vocab_size + c.max_position_embeddings) * c.hidden_size + \
+            c.num_layers * per_block + (2 * c.hidden_size if c.norm_first else 0)
+    # GPT-2's parameter counts as Hugging Face's models report them.
+    assert params["gpt2"] == 124_439_808
+    assert params["gpt2-medium"] == 354_823_168
+    assert params["gpt2-large"] == 774_030_080
+    assert params["gpt2-xl"] == 1_557_611_200
+    model = kbert.GPTDecoder(kbert.GPTConfig.preset("tiny"))
+    assert model.count_params() == (99 + 64) * 32 + 2 * (4 * 32 * 32 + 4 * 32 + 2 * 32 * 37
+                                                        + 37 + 32 + 4 * 32) + 2 * 32
+
+
+def _write_openai_checkpoint(ref, folder, corrupt=None):
+    """OpenAI's GPT-2 release layout: hparams.json and a TF1 checkpoint with
+    model/wte, model/h0/attn/c_attn/w [1, in, out], ... (from the reference's weights)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    sd = {k: v.numpy() for k, v in ref.state_dict().items()}
+    values = {"model/wte": sd["transformer.wte.weight"],
+              "model/wpe": sd["transformer.wpe.weight"],
+              "model/ln_f/g": sd["transformer.ln_f.weight"],
+              "model/ln_f/b": sd["transformer.ln_f.bias"]}
+    for i in range(ref.config.n_layer):
+        p = f"transformer.h.{i}."
+        for sub in ("attn/c_attn", "attn/c_proj", "mlp/c_fc", "mlp/c_proj"):
+            dotted = sub.replace("/", ".")
+            values[f"model/h{i}/{sub}/w"] = sd[p + dotted + ".weight"][None]
+            values[f"model/h{i}/{sub}/b"] = sd[p + dotted + ".bias"]
+        for ln in ("ln_1", "ln_2"):
+            values[f"model/h{i}/{ln}/g"] = sd[p + ln + ".weight"]
+            values[f"model/h{i}/{ln}/b"] = sd[p + ln + ".bias"]
+    if corrupt:
+        values[corrupt] = values[corrupt][..., :-1]
+    with tf.Graph().as_default():
+        variables = [tf.compat.v1.Variable(v, name=n) for n, v in values.items()]
+        saver = tf.compat.v1.train.Saver(variables)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saver.save(sess, str(folder / "model.ckpt"), write_meta_graph=False)
+    c = ref.config
+    (folder / "hparams.json").write_text(json.dumps(
+        {"n_vocab": c.vocab_size, "n_ctx": c.n_positions, "n_embd": c.n_embd,
+         "n_head": c.n_head, "n_layer": c.n_layer}))
+    return folder
+
+
+def test_openai_tf_checkpoint_loads_with_identical_outputs(tmp_path):
+    ref = _reference("gpt2", seed=1)
+    folder = _write_openai_checkpoint(ref, tmp_path / "124M")
+    lm = kbert.GPTLanguageModel.from_pretrained(folder)
+    ids, mask = _batch(1)
+    got = lm({"token_ids": ids, "padding_mask": mask})["logits"].numpy()
+    real = mask.astype(bool)
+    np.testing.assert_allclose(got[real], _reference_logits(ref, ids, mask)[real], atol=1e-4)
+    # the same numbers through an Hugging Face folder of the same weights
+    ref.save_pretrained(tmp_path / "hf")
+    hf = kbert.GPTLanguageModel.from_pretrained(tmp_path / "hf")
+    np.testing.assert_array_equal(
+        hf({"token_ids": ids, "padding_mask": mask})["logits"].numpy(), got)
+
+
+def test_corrupted_openai_checkpoint_names_the_variable(tmp_path):
+    ref = _reference("gpt2", seed=1)
+    folder = _write_openai_checkpoint(ref, tmp_path / "bad", corrupt="model/h1/mlp/c_fc/w")
+    with pytest.raises(ValueError, match=r"variable model/h1/mlp/c_fc/w has shape "
+                                         r"\(32, 127\), expected \(32, 128\)"):
+        kbert.GPTDecoder.from_pretrained(folder)
+
+
+def test_missing_and_unexpected_variables_are_named(tmp_path):
+    folder = tmp_path / "gpt2"
+    _reference("gpt2").save_pretrained(folder)
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(folder / "model.safetensors")
+    del tensors["transformer.h.2.ln_2.bias"]
+    tensors["transformer.h.9.mlp.c_fc.bias"] = np.zeros(3, "float32")
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    save_file(tensors, broken / "model.safetensors")
+    (broken / "config.json").write_text((folder / "config.json").read_text())
+    with pytest.raises(ValueError) as err:
+        kbert.GPTDecoder.from_pretrained(broken)
+    assert "missing variable transformer.h.2.ln_2.bias" in str(err.value)
+    assert "unexpected variable transformer.h.9.mlp.c_fc.bias" in str(err.value)
+
+
+def test_save_pretrained_round_trip(tmp_path, pair):
+    _, _, lm = pair
+    lm.save_pretrained(tmp_path / "kbert")
+    cfg = json.loads((tmp_path / "kbert" / "config.json").read_text())
+    assert cfg["kbert_model"] == "gpt"
+    again = kbert.GPTLanguageModel.from_pretrained(tmp_path / "kbert")
+    ids, mask = _batch(2)
+    np.testing.assert_array_equal(
+        again({"token_ids": ids, "padding_mask": mask})["logits"].numpy(),
+        lm({"token_ids": ids, "padding_mask": mask})["logits"].numpy())
+    from kbert.models.registry import family_of_folder
+
+    assert family_of_folder(tmp_path / "kbert").name == "gpt"
+
+
+# ------------------------------------------------------------------------- generation
+def _prompts():
+    rng = np.random.RandomState(3)
+    rows = [rng.randint(0, VOCAB - 1, n).tolist() for n in (6, 2, 9, 1)]
+    width = max(map(len, rows))
+    ids = np.zeros((len(rows), width), "int32")
+    mask = np.zeros_like(ids)
+    for r, row in enumerate(rows):  # left padding, as transformers' generate wants
+        ids[r, width - len(row):] = row
+        mask[r, width - len(row):] = 1
+    return rows, ids, mask
+
+
+def test_greedy_generate_equals_transformers(pair):
+    ref, _, lm = pair
+    rows, ids, mask = _prompts()
+    new = 12
+    end = lm.config.end_token_id
+    with torch.no_grad():
+        want = ref.generate(torch.tensor(ids, dtype=torch.long),
+                            attention_mask=torch.tensor(mask), max_new_tokens=new,
+                            do_sample=False, pad_token_id=end if end is not None else 0,
+                            eos_token_id=end).numpy()[:, ids.shape[1]:]
+    got = lm.generate_ids(ids, mask, max_new_tokens=new).numpy()
+    if want.shape[1] < new:  # every row ended: the reference stops early
+        want = np.pad(want, ((0, 0), (0, new - want.shape[1])), constant_values=end)
+    np.testing.assert_array_equal(got, want)
+    # right padding gives the same continuation (kbert moves prompts to the right)
+    right = np.zeros_like(ids)
+    right_mask = np.zeros_like(mask)
+    for r, row in enumerate(rows):
+        right[r, :len(row)] = row
+        right_mask[r, :len(row)] = 1
+    np.testing.assert_array_equal(lm.generate_ids(right, right_mask, max_new_tokens=new), got)
+
+
+def test_cached_decoding_equals_the_full_forward_pass(pair):
+    _, _, lm = pair
+    rows, ids, mask = _prompts()
+    got = lm.generate_ids(ids, mask, max_new_tokens=8, end_token_id=None).numpy()
+    for r, row in enumerate(rows):
+        seq = list(row)
+        for _ in range(8):  # argmax of the uncached logits at the last position
+            x = np.array([seq], "int32")
+            logits = lm({"token_ids": x, "padding_mask": np.ones_like(x)})["logits"]
+            seq.append(int(np.argmax(logits[0, -1])))
+        assert seq[len(row):] == got[r].tolist(), r
+
+
+def test_generate_is_traced_once_for_all_shapes(pair):
+    _, _, lm = pair
+    lm._generate_functions.clear()
+    for batch, width, new in ((1, 3, 4), (2, 5, 2), (3, 1, 6)):
+        ids = np.ones((batch, width), "int32")
+        lm.generate_ids(ids, np.ones_like(ids), max_new_tokens=new)
+    (function,) = lm._generate_functions.values()
+    assert function.experimental_get_tracing_count() == 1
+
+
+def _fixed_logits_model(logits_row):
+    """A GPT-2 whose logits are `logits_row` at every position, whatever the input:
+    the final LayerNorm outputs its bias h, and the token table is chosen so that
+    E h = logits_row."""
+    vocab = len(logits_row)
+    lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset(
+        "tiny", vocab_size=vocab, hidden_size=vocab, num_heads=1, end_token_id=vocab - 1))
+    norm = lm.decoder.final_layer_norm
+    norm.gamma.assign(np.zeros(vocab, "float32"))
+    norm.beta.assign(np.ones(vocab, "float32"))
+    lm.decoder.token_embedding.embeddings.assign(np.diag(logits_row).astype("float32"))
+    return lm
+
+
+def test_top_k_and_top_p_never_leave_their_set():
+    logits = np.array([2.0, 1.5, 1.2, 1.0, 0.3, -0.5, -1.0, -3.0, -4.0, -9.0], "float32")
+    lm = _fixed_logits_model(logits)
+    ids = np.full((64, 2), 3, "int32")
+    mask = np.ones_like(ids)
+    top_k = lm.generate_ids(ids, mask, 16, sampler="top_k", top_k=3, seed=7,
+                            end_token_id=None).numpy()
+    assert set(np.unique(top_k)) == {0, 1, 2}  # all three drawn, nothing else
+    probs = np.exp(logits) / np.exp(logits).sum()
+    # Nucleus 0.8: the fewest best tokens whose mass reaches 0.8.
+    nucleus = int(np.searchsorted(np.cumsum(probs), 0.8) + 1)
+    top_p = lm.generate_ids(ids, mask, 16, sampler="top_p", top_p=0.8, seed=7,
+                            end_token_id=None).numpy()
+    assert set(np.unique(top_p)) == set(range(nucleus)) and nucleus == 4
+    # temperature: a low one concentrates top_k sampling on the best token
+    cold = lm.generate_ids(ids, mask, 16, sampler="top_k", top_k=3, temperature=0.05,
+                           seed=7, end_token_id=None).numpy()
+    assert (cold == 0).mean() > 0.99
+    greedy = lm.generate_ids(ids, mask, 4, end_token_id=None).numpy()
+    assert (greedy == 0).all()
+
+
+def test_seeded_sampling_is_reproducible():
+    lm = _fixed_logits_model(np.linspace(1.0, 0.0, 12).astype("float32"))
+    ids = np.full((8, 3), 2, "int32")
+    mask = np.ones_like(ids)
+    a = lm.generate_ids(ids, mask, 10, sampler="top_p", top_p=0.9, seed=123).numpy()
+    lm.generate_ids(ids, mask, 10, sampler="top_p", top_p=0.9, seed=5)  # other draws
+    b = lm.generate_ids(ids, mask, 10, sampler="top_p", top_p=0.9, seed=123).numpy()
+    c = lm.generate_ids(ids, mask, 10, sampler="top_p", top_p=0.9, seed=124).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert (a != c).any()
+
+
+def test_generation_stops_at_the_end_token():
+    logits = np.full(6, -5.0, "float32")
+    logits[5] = 5.0  # the end token (id 5) is the best at every step
+    lm = _fixed_logits_model(logits)
+    ids = np.array([[1, 2], [0, 3]], "int32")
+    out = lm.generate_ids(ids, np.array([[1, 1], [0, 1]], "int32"), 7).numpy()
+    assert (out == 5).all() and out.shape == (2, 7)
+
+
+def test_bad_generation_settings_are_errors():
+    lm = _fixed_logits_model(np.zeros(4, "float32"))
+    ids = np.ones((1, 2), "int32")
+    for kwargs, message in [
+            (dict(sampler="beam"), "sampler='beam'"),
+            (dict(sampler="top_k"), "needs top_k"),
+            (dict(sampler="top_p", top_p=1.5), "needs 0 < top_p <= 1"),
+            (dict(temperature=0.0), "temperature=0.0"),
+            (dict(max_new_tokens=0), "max_new_tokens=0"),
+            (dict(max_new_tokens=63), "exceeds the model's 64 positions")]:
+        kwargs.setdefault("max_new_tokens", 2)
+        with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+            lm.generate_ids(ids, np.ones_like(ids), **kwargs)
+
+
+def test_sampler_unit_top_p_keeps_the_token_that_crosses_p():
+    logits = tf.constant([[3.0, 2.0, 1.0, 0.0]])
+    probs = tf.nn.softmax(logits).numpy()[0]
+    p = float(probs[0]) + 1e-3  # just past the best token's mass: two tokens
+    picks = {int(generation.choose(logits, "top_p", 1.0, None, p,
+                                   tf.constant([s, 0]))[0]) for s in range(200)}
+    assert picks == {0, 1}
+
+
+def test_checkpoint_rules_split_the_fused_attention():
+    decoder = kbert.GPTDecoder(kbert.GPTConfig.preset("tiny"))
+    names = checkpoints.variable_map(decoder)
+    assert "h.0.attn.c_attn.weight.query" in names and "wte.weight" in names
+    rules = {r.target: r for r in checkpoints.rules(names)}
+    fused = np.arange(2 * 6, dtype="float32").reshape(2, 6)
+    value = rules["h.0.attn.c_attn.weight.key"].hook([fused])
+    np.testing.assert_array_equal(value, fused[:, 2:4])
