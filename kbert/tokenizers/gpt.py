@@ -190,17 +190,18 @@ class GPTTokenizer(Tokenizer):
         ws = tf.equal(cls, _WHITESPACE)
         sp = tf.equal(flat, _SPACE)
 
-        def shift(x, k, fill):
-            """x moved k places right (k > 0: the k-th previous element; k < 0: next),
-            `fill` where that element is in another text."""
+        def moved(x, k, fill):
+            """x[i - k] (k > 0: the k-th previous element; k < 0: a following one), or
+            `fill` beyond the ends."""
             pad = tf.fill([abs(k)], tf.constant(fill, x.dtype))
-            moved = (tf.concat([pad, x[:-k]], 0) if k > 0 else tf.concat([x[-k:], pad], 0))
-            other_row = (tf.concat([tf.fill([k], tf.constant(-1, rows.dtype)), rows[:-k]], 0)
-                         if k > 0 else tf.concat([rows[-k:], tf.fill([-k], tf.constant(
-                             -1, rows.dtype))], 0))
-            moved = tf.where(tf.equal(other_row, rows), moved, tf.fill([n], tf.constant(
-                fill, x.dtype)))
-            return moved[:n]
+            if k > 0:
+                return tf.concat([pad, x], 0)[:n]
+            return tf.concat([x, pad], 0)[-k:][:n]
+
+        def shift(x, k, fill):
+            """`moved`, with `fill` where that element is in another text."""
+            same_row = tf.equal(moved(rows, k, -1), rows)
+            return tf.where(same_row, moved(x, k, fill), tf.fill([n], tf.constant(fill, x.dtype)))
 
         first = tf.not_equal(shift(rows, 1, -1), rows)
         prev_ws = shift(ws, 1, False)
@@ -309,18 +310,14 @@ class GPTTokenizer(Tokenizer):
     def _tokenize_with_special(self, texts):
         """Hugging Face's reading: the text between `<|endoftext|>` marks is tokenized
         on its own, and each mark is the end token."""
-        import tensorflow_text as tf_text
-
-        pieces = tf_text.regex_split(texts, r"<\|endoftext\|>", r"<\|endoftext\|>")
-        flat = pieces.flat_values  # (P,) the marks and the text between them
-        special = tf.equal(flat, END_TOKEN)
-        plain = self._tokenize_plain(flat)  # (P, (T))
-        # Each piece's tokens, or the end token for a mark: one side of each row is empty.
-        plain = tf.ragged.boolean_mask(plain, plain.with_flat_values(
-            tf.gather(tf.logical_not(special), plain.value_rowids())))
+        pieces = tf.strings.split(texts, sep=END_TOKEN)  # (B, (marks + 1)), bytes kept
+        plain = self._tokenize_plain(pieces.flat_values)  # (P, (T))
+        # The end token after every piece but the last of its text.
+        last = tf.not_equal(pieces.value_rowids(),
+                            tf.concat([pieces.value_rowids()[1:], [-1]], 0))
         marks = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(tf.cast(special, tf.int32))], self.end_token_id),
-            tf.cast(special, tf.int64))
+            tf.fill([tf.reduce_sum(1 - tf.cast(last, tf.int32))], self.end_token_id),
+            1 - tf.cast(last, tf.int64))
         ids = tf.concat([plain, marks], axis=1)
         return tf.RaggedTensor.from_row_splits(ids, pieces.row_splits).merge_dims(1, 2)
 
@@ -390,7 +387,7 @@ class GPTTokenizer(Tokenizer):
 
     def assets(self) -> dict[str, str]:
         """`vocab.json` and `merges.txt` in Hugging Face's layout."""
-        return {"vocab.json": json.dumps(self._vocabulary, ensure_ascii=False),
+        return {"vocab.json": json.dumps(dict(self._vocabulary), ensure_ascii=False),
                 "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in
                                                             self._merges)}
 
