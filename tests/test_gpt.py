@@ -383,3 +383,122 @@ def test_generate_text_equals_transformers_with_the_real_vocabulary(tmp_path):
                            do_sample=False, pad_token_id=50256)[0, 1:].tolist()
     assert lm.generate("", max_new_tokens=3) == hf.decode(
         out[:out.index(50256)] if 50256 in out else out)
+
+
+# ------------------------------------------------------------------------- LM training
+NOUNS, VERBS = ["cat", "dog", "bird", "fish"], ["sees", "likes", "finds", "hears"]
+
+
+def _word_tokenizer():
+    """GPT-2's byte-level BPE with a small vocabulary: the 256 bytes, then merges that
+    make each word of the toy grammar (with its leading space) one token."""
+    from kbert.tokenizers.gpt import END_TOKEN, bytes_to_unicode
+
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
+    merges = []
+
+    def add(a, b):
+        if (a, b) not in merges:
+            merges.append((a, b))
+            vocab.setdefault(a + b, len(vocab))
+
+    words = ["the"] + NOUNS + VERBS
+    for word in words:  # each word's letters, left to right ...
+        for i in range(1, len(word)):
+            add(word[:i], word[i])
+    for word in words:  # ... then the space before it
+        add("\u0120", word)
+    vocab[END_TOKEN] = len(vocab)
+    return kbert.GPTTokenizer(vocab, merges)
+
+
+def _sentences(n, seed=0):
+    rng = np.random.RandomState(seed)
+    return [f"the {rng.choice(NOUNS)} {rng.choice(VERBS)} the {rng.choice(NOUNS)}."
+            for _ in range(n)]
+
+
+# Each sentence is 7 predictions ("the", noun, verb, " the", noun, ".", end) of which three
+# are a uniform choice of four: the best possible perplexity is exp(3 ln 4 / 7) = 1.81.
+BEST_PERPLEXITY = float(np.exp(3 * np.log(4) / 7))
+
+
+def _train_lm(strategy, steps=300, precision=None):
+    from kbert import training
+    from kbert.models.gpt.lm import Perplexity, lm_dataset, lm_loss
+
+    tokenizer = _word_tokenizer()
+    ids = tokenizer.tokenize(["the cat sees the dog."]).to_list()[0]
+    assert len(ids) == 6  # one token a word, and "."
+    keras_seed = 0
+    import keras
+
+    keras.utils.set_random_seed(keras_seed)
+    try:
+        training.set_precision(precision)
+        with strategy.scope():
+            lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset(
+                "tiny", vocab_size=tokenizer.vocab_size, end_token_id=tokenizer.end_token_id,
+                dropout=0.0, embedding_dropout=0.0, attention_dropout=0.0))
+            training.compile_model(lm, training.create_optimizer(3e-3, steps, 10),
+                                   {"logits": lm_loss()},
+                                   metrics={"logits": [Perplexity()]})
+        data = lm_dataset(_sentences(2000), tokenizer, seq_length=28, batch_size=16)
+        before = lm.evaluate(lm_dataset(_sentences(200, seed=1), tokenizer, 28, 16),
+                             verbose=0, return_dict=True)
+        lm.fit(data.repeat(), steps_per_epoch=steps, epochs=1, verbose=0)
+        after = lm.evaluate(lm_dataset(_sentences(200, seed=1), tokenizer, 28, 16),
+                            verbose=0, return_dict=True)
+    finally:
+        training.set_precision(None)
+    return lm, before, after
+
+
+def _perplexity(logs):
+    return next(v for k, v in logs.items() if k.endswith("perplexity"))
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("strategy", ["default", "mirrored"])
+def test_a_tiny_gpt_learns_a_generated_corpus(strategy):
+    from kbert import training
+
+    chosen = (tf.distribute.get_strategy() if strategy == "default"
+              else training.resolve_strategy("mirrored"))
+    lm, before, after = _train_lm(chosen)
+    assert _perplexity(before) > 50  # about the vocabulary size (283) untrained
+    # Near the best possible, 1.81 (the block starts cost a little: each block's first
+    # token has no context).
+    assert BEST_PERPLEXITY < _perplexity(after) < 1.05 * BEST_PERPLEXITY, after
+    text = lm.generate_ids(np.array([[lm.config.vocab_size - 1]], "int32"), np.ones((1, 1),
+                                                                                 "int32"), 7)
+    words = _word_tokenizer().detokenize(text).numpy()[0].decode()
+    assert words.startswith("the ") and words.split()[2] in VERBS, words
+
+
+@pytest.mark.e2e
+def test_a_tiny_gpt_trains_in_mixed_bfloat16():
+    lm, before, after = _train_lm(tf.distribute.get_strategy(), precision="mixed_bfloat16")
+    assert lm.decoder.compute_dtype == "bfloat16"
+    assert all(v.dtype == "float32" for v in lm.trainable_variables)
+    assert BEST_PERPLEXITY < _perplexity(after) < 1.1 * BEST_PERPLEXITY, after
+
+
+def test_lm_examples_leave_padding_out_of_the_loss():
+    from kbert.models.gpt.lm import Perplexity, lm_examples, lm_loss
+
+    ids = np.array([[5, 6, 7, 8], [5, 6, 0, 0]], "int32")
+    mask = np.array([[1, 1, 1, 1], [1, 1, 0, 0]], "int32")
+    inputs, labels = lm_examples(ids, mask)
+    assert inputs["token_ids"].numpy().tolist() == [[5, 6, 7], [5, 6, 0]]
+    assert labels["logits"].numpy().tolist() == [[6, 7, 8], [6, -1, -1]]
+    logits = np.random.RandomState(0).normal(size=(2, 3, 9)).astype("float32")
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    nll = -np.array([log_probs[0, 0, 6], log_probs[0, 1, 7], log_probs[0, 2, 8],
+                     log_probs[1, 0, 6]])
+    np.testing.assert_allclose(float(lm_loss()(labels["logits"], logits)), nll.mean(),
+                               rtol=1e-6)
+    metric = Perplexity()
+    metric.update_state(labels["logits"][:1], logits[:1])
+    metric.update_state(labels["logits"][1:], logits[1:])
+    np.testing.assert_allclose(float(metric.result()), np.exp(nll.mean()), rtol=1e-6)
