@@ -247,11 +247,11 @@ def test_cached_decoding_equals_the_full_forward_pass(pair):
 
 def test_generate_is_traced_once_for_all_shapes(pair):
     _, _, lm = pair
-    lm._generate_functions.clear()
+    lm._generate_cache.functions.clear()
     for batch, width, new in ((1, 3, 4), (2, 5, 2), (3, 1, 6)):
         ids = np.ones((batch, width), "int32")
         lm.generate_ids(ids, np.ones_like(ids), max_new_tokens=new)
-    (function,) = lm._generate_functions.values()
+    (function,) = lm._generate_cache.functions.values()
     assert function.experimental_get_tracing_count() == 1
 
 

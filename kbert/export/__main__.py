@@ -4,10 +4,14 @@
         --export_dir serving/squad/1
     python -m kbert.export --model_dir uncased_L-12_H-768_A-12 --task embeddings \\
         --export_dir serving/bert/1 --seq_length 128
+    python -m kbert.export --model_dir gpt2 --task generate --export_dir serving/gpt2/1 \\
+        --max_new_tokens 64 --sampler top_p --top_p 0.9
     python -m kbert.export check serving/squad/1 --serving_version 2.19
 
 --model_dir is the --output_dir of a kbert task run (`kbert_task.json`, `model.keras`,
-`vocab.txt`), or for `--task embeddings` any kbert, Hugging Face or Google BERT folder.
+`vocab.txt`); for `--task embeddings` any model folder (kbert, Hugging Face, Google);
+for `--task generate` a GPT folder with its tokenizer (kbert, Hugging Face `gpt2`, or
+OpenAI's GPT-2 release).
 """
 
 from __future__ import annotations
@@ -62,6 +66,15 @@ def _parser() -> argparse.ArgumentParser:
                         "default 128)")
     p.add_argument("--no_check", action="store_true",
                    help="skip replaying the warmup requests in a fresh process")
+    g = p.add_argument_group("generate (GPT): decoding settings, fixed in the export")
+    g.add_argument("--max_new_tokens", type=int, default=32, help="tokens to generate")
+    g.add_argument("--sampler", default="greedy", choices=["greedy", "top_k", "top_p"])
+    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--top_k", type=int, default=None)
+    g.add_argument("--top_p", type=float, default=None)
+    g.add_argument("--seed", type=int, default=None,
+                   help="fixed seed (the same prompt gives the same text); default: new "
+                        "random numbers for every request")
     return p
 
 
@@ -77,9 +90,13 @@ def main(argv=None) -> int:
     add_cli_flags(parser, training=False)
 
     def export(args):
+        generation = None
+        if args.task == "generate":
+            generation = {k: getattr(args, k) for k in (
+                "max_new_tokens", "sampler", "temperature", "top_k", "top_p", "seed")}
         path = export_from_folder(args.model_dir, args.task, args.export_dir,
                                   serving_version=args.serving_version,
-                                  seq_length=args.seq_length)
+                                  seq_length=args.seq_length, generation=generation)
         return path, args
 
     path, args = run_command(parser, argv, export,

@@ -70,9 +70,9 @@ def check_seq_length(model, seq_length: int) -> None:
 
 
 def save_export(module: ServingModule, signature, export_dir: str, warmup: list[dict],
-                serving_version: str) -> str:
-    """tf.saved_model.save + warmup requests + op check, atomically: a failed check
-    leaves no export behind."""
+                serving_version: str, extra_files: dict[str, str] | None = None) -> str:
+    """tf.saved_model.save + warmup requests (+ `extra_files`, name -> text, in
+    `assets.extra/`) + op check, atomically: a failed check leaves no export behind."""
     export_dir = os.fspath(export_dir)
     with atomic_directory(export_dir) as tmp:
         try:
@@ -80,6 +80,10 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
         finally:
             module.remove_temporary_files()
         write_warmup_requests(tmp, model_name(export_dir), warmup)
+        for name, text in (extra_files or {}).items():
+            os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
+            with open(os.path.join(tmp, "assets.extra", name), "w", encoding="utf-8") as f:
+                f.write(text)
         try:
             ops_lib.check_ops(tmp, serving_version)
         except ops_lib.UnsupportedOpError as e:

@@ -16,7 +16,9 @@ import keras
 from kbert.io import atomic_file, read_json
 
 TASK_FILE = "kbert_task.json"
-TASKS = ("classifier", "squad", "ner", "embeddings")
+TASKS = ("classifier", "squad", "ner", "embeddings", "generate")
+# Tasks exported from a model folder (no task run needed).
+MODEL_TASKS = ("generate",)
 
 
 def weights_only(model: keras.Model) -> keras.Model:
@@ -79,13 +81,30 @@ def load_task_folder(path: str):
 
 
 def export_from_folder(model_dir: str, task: str, export_dir: str, *,
-                       serving_version: str | None = None, seq_length: int | None = None) -> str:
+                       serving_version: str | None = None, seq_length: int | None = None,
+                       generation: dict | None = None) -> str:
     """Exports the model of a task folder (or, for "embeddings", a model folder of any
-    registered family)."""
+    registered family; for "generate", a GPT folder with its tokenizer, decoding with
+    the `generation` settings of `export_generate`)."""
     from kbert.export import ops as ops_lib
     from kbert.export import saved_model
 
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
+    if task == "generate":
+        from kbert.export.generate_graph import export_generate
+        from kbert.models.gpt import GPTLanguageModel
+        from kbert.models.registry import family_of_folder
+
+        family = family_of_folder(model_dir)
+        if family.name != "gpt":
+            raise ValueError(f"{model_dir}: --task generate needs a GPT folder, this one "
+                             f"holds a {family.name!r} model")
+        lm = GPTLanguageModel.from_pretrained(model_dir)
+        if lm.tokenizer is None:
+            raise FileNotFoundError(f"{model_dir}: no tokenizer files (vocab.json + "
+                                    "merges.txt, or encoder.json + vocab.bpe)")
+        return export_generate(lm, lm.tokenizer, export_dir, serving_version=version,
+                               **(generation or {}))
     if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
         from kbert.models.registry import family_of_folder
 

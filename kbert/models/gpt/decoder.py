@@ -217,7 +217,7 @@ class GPTLanguageModel(keras.Model):
         self.decoder = decoder
         self.config = decoder.config
         self.tokenizer = None  # set by from_pretrained, or by the user
-        self._generate_functions = {}
+        self._generate_cache = _Untracked()  # compiled decoding functions by setting
 
     def get_config(self):
         return {"decoder": self.config.to_dict(), "name": self.name,
@@ -275,6 +275,13 @@ class GPTLanguageModel(keras.Model):
         return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
                                        sampler=sampler, temperature=temperature, top_k=top_k,
                                        top_p=top_p, seed=seed, end_token_id=end_token_id)
+
+
+class _Untracked:
+    """A plain holder, so that saving does not try to track what it holds."""
+
+    def __init__(self):
+        self.functions = {}
 
 
 def _new_layers(config: GPTConfig, dtype):

