@@ -392,24 +392,9 @@ NOUNS, VERBS = ["cat", "dog", "bird", "fish"], ["sees", "likes", "finds", "hears
 def _word_tokenizer():
     """GPT-2's byte-level BPE with a small vocabulary: the 256 bytes, then merges that
     make each word of the toy grammar (with its leading space) one token."""
-    from kbert.tokenizers.gpt import END_TOKEN, bytes_to_unicode
+    from gpt_fixtures import word_tokenizer
 
-    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
-    merges = []
-
-    def add(a, b):
-        if (a, b) not in merges:
-            merges.append((a, b))
-            vocab.setdefault(a + b, len(vocab))
-
-    words = ["the"] + NOUNS + VERBS
-    for word in words:  # each word's letters, left to right ...
-        for i in range(1, len(word)):
-            add(word[:i], word[i])
-    for word in words:  # ... then the space before it
-        add("\u0120", word)
-    vocab[END_TOKEN] = len(vocab)
-    return kbert.GPTTokenizer(vocab, merges)
+    return word_tokenizer(["the"] + NOUNS + VERBS)
 
 
 def _sentences(n, seed=0):

@@ -26,6 +26,10 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
                     init_help: str = "", position_init: str = "normal"
                     ) -> argparse._ArgumentGroup:
     group = parser.add_argument_group("model")
+    group.add_argument("--model", default=None, choices=["bert", "gpt"],
+                       help="model family (default: the family of --init_from, or BERT from "
+                            "scratch); gpt fine-tunes as the GPT paper and needs --init_from "
+                            "a GPT folder")
     group.add_argument("--init_from", help="a model folder (kbert, Hugging Face or Google "
                                            "BERT, with its vocabulary); none: train from "
                                            "scratch" + init_help)
@@ -181,12 +185,30 @@ def model_positions(init_from: str | None) -> int | None:
     if not os.path.isdir(init_from):
         raise FileNotFoundError(f"--init_from {init_from}: no such folder")
     family = registry.family_of_folder(init_from)
-    for name in ("config.json", "bert_config.json"):
+    for name in ("config.json", "bert_config.json", "hparams.json"):
         path = os.path.join(init_from, name)
         if os.path.exists(path):
             config = family.config_class.from_json_file(path)
             return getattr(config, "max_position_embeddings", None)
     return None
+
+
+def check_model_flag(args) -> None:
+    """--model against --init_from: the same family, and GPT only from a folder."""
+    model, init_from = getattr(args, "model", None), getattr(args, "init_from", None)
+    if not model:
+        return
+    if init_from:
+        if not os.path.isdir(init_from):
+            raise FileNotFoundError(f"--init_from {init_from}: no such folder")
+        family = registry.family_of_folder(init_from).name
+        if family != model:
+            raise UsageError(f"--model {model}: --init_from {init_from} holds a {family} "
+                             "model")
+    elif model != "bert":
+        raise UsageError(f"--model {model} needs --init_from a {model} folder (kbert has no "
+                         f"{model} vocabulary to train one from scratch; e.g. Hugging Face's "
+                         "gpt2 or OpenAI's GPT-2 release)")
 
 
 def check_training_flags(args, specials: int = 2) -> None:
@@ -206,6 +228,7 @@ def check_training_flags(args, specials: int = 2) -> None:
     epochs = getattr(args, "num_train_epochs", None)
     if epochs is not None and not epochs > 0:
         raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")
+    check_model_flag(args)
     seq = getattr(args, "max_seq_length", None)
     if seq is not None:
         if seq < specials + 1:

@@ -39,9 +39,14 @@ import tensorflow as tf
 from kbert.io import read_json
 from kbert.tokenizers import gpt2_classes
 from kbert.tokenizers.base import Tokenizer
-from kbert.tokenizers.packing import pack_decoder
+from kbert.tokenizers.packing import pack_decoder, truncate, truncate_pair_lengths
 
 END_TOKEN = "<|endoftext|>"
+# The tokens the GPT paper adds for fine-tuning (section 3.3), named as in OpenAI's
+# finetune-transformer-lm code: start, delimiter, and the extract token whose final
+# state the classifier reads.
+TASK_TOKENS = ("_start_", "_delimiter_", "_classify_")
+PAIR_FORMATS = ("entailment", "similarity")
 _NO_RANK = 2 ** 31 - 1
 _APOSTROPHE, _SPACE = 39, 32
 _WHITESPACE, _LETTER = 3, 1
@@ -88,6 +93,9 @@ class GPTTokenizer(Tokenizer):
         seq_length: length `__call__` packs to.
         special_tokens_in_text: read `<|endoftext|>` in texts as the end token
             (Hugging Face) instead of as plain text (OpenAI, the default).
+        pair_format: with the task tokens in the vocabulary (`with_task_tokens`), how
+            `__call__` packs pairs: "entailment" (start a delimiter b extract) or
+            "similarity" (both orders, the second under `token_ids_b`).
 
     Example:
     >>> tok = GPTTokenizer({"a": 0, "b": 1, "ab": 2, "Ġ": 3, "Ġab": 4, END_TOKEN: 5},
@@ -99,7 +107,8 @@ class GPTTokenizer(Tokenizer):
     """
 
     def __init__(self, vocabulary, merges, seq_length: int = 1024,
-                 special_tokens_in_text: bool = False, name: str | None = None):
+                 special_tokens_in_text: bool = False, pair_format: str = "entailment",
+                 name: str | None = None):
         super().__init__(name=name)
         if isinstance(vocabulary, (str, os.PathLike)):
             vocabulary = read_json(os.fspath(vocabulary))
@@ -110,6 +119,11 @@ class GPTTokenizer(Tokenizer):
         self.seq_length = int(seq_length)
         self.special_tokens_in_text = bool(special_tokens_in_text)
         self.end_token_id = self._vocabulary.get(END_TOKEN)
+        if pair_format not in PAIR_FORMATS:
+            raise ValueError(f"pair_format={pair_format!r}: choose from {PAIR_FORMATS}")
+        self.pair_format = pair_format
+        self.task_token_ids = (tuple(self._vocabulary[t] for t in TASK_TOKENS)
+                               if all(t in self._vocabulary for t in TASK_TOKENS) else None)
         if self.special_tokens_in_text and self.end_token_id is None:
             raise ValueError(f"special_tokens_in_text=True: the vocabulary has no {END_TOKEN}")
         to_char = bytes_to_unicode()
@@ -346,17 +360,82 @@ class GPTTokenizer(Tokenizer):
         values = tf.gather(self._char_to_byte, chars)
         return tf.strings.reduce_join(tf.gather(self._single_bytes, values), axis=-1)
 
-    def __call__(self, texts, seq_length: int | None = None) -> dict:
+    # ---------------------------------------------------------------- fine-tuning
+    @property
+    def supports_pairs(self) -> bool:
+        return self.task_token_ids is not None
+
+    def with_task_tokens(self, pair_format: str = "entailment") -> "GPTTokenizer":
+        """This tokenizer with the GPT paper's fine-tuning tokens (`TASK_TOKENS`)
+        appended to the vocabulary (ids vocab_size .. vocab_size + 2, unless present),
+        packing as the paper's input transformations (section 3.3, figure 1):
+            one text:    _start_ text _classify_
+            entailment:  _start_ premise _delimiter_ hypothesis _classify_
+            similarity:  the same for (a, b) and, under `token_ids_b` and
+                         `padding_mask_b`, for (b, a); a classifier sums the two.
+        No text tokenizes to these tokens."""
+        vocabulary = dict(self._vocabulary)
+        for token in TASK_TOKENS:
+            vocabulary.setdefault(token, len(vocabulary))
+        return GPTTokenizer(vocabulary, self._merges, seq_length=self.seq_length,
+                            special_tokens_in_text=self.special_tokens_in_text,
+                            pair_format=pair_format)
+
+    def for_task(self, task) -> "GPTTokenizer":
+        """The tokenizer a GLUE task fine-tunes with: the task tokens, and the GPT
+        paper's similarity format for the paraphrase and similarity tasks (MRPC, QQP,
+        STS-B), entailment for the other pair tasks."""
+        similarity = getattr(task, "name", task) in ("mrpc", "qqp", "stsb")
+        return self.with_task_tokens("similarity" if similarity else "entailment")
+
+    def __call__(self, texts, texts_b=None, seq_length: int | None = None) -> dict:
         """`token_ids` and `padding_mask`, int32 [batch, seq_length], padded on the right
-        (`GPTDecoder` also takes left padding) and cut to `seq_length` tokens."""
+        (`GPTDecoder` also takes left padding) and cut to `seq_length` tokens. With the
+        task tokens (`with_task_tokens`), the fine-tuning formats, pairs cut
+        longest-first."""
         seq_length = int(seq_length or self.seq_length)
         texts = self.as_batch(texts)
+        if texts_b is not None and self.task_token_ids is None:
+            raise ValueError("texts_b: pairs need the task tokens; use "
+                             "tokenizer.with_task_tokens()")
+        texts_b = None if texts_b is None else self.as_batch(texts_b, "texts_b")
+        if self.task_token_ids is not None:
+            specials = 2 if texts_b is None else 3
+            if seq_length < specials + 1:
+                raise ValueError(f"seq_length={seq_length} leaves no room for a token "
+                                 f"besides the {specials} task tokens")
+            return self._encode_task(texts, texts_b, seq_length)
         if tf.executing_eagerly():
             return self._compiled_encode(texts, tf.constant(seq_length, tf.int64))
         return self._encode(texts, seq_length)
 
     def _encode(self, texts, seq_length):
         return pack_decoder(self._tokenize(texts), seq_length, pad_id=self.pad_id)
+
+    def _encode_task(self, texts, texts_b, seq_length):
+        start, delimiter, extract = self.task_token_ids
+        a = tf.cast(self._tokenize(texts), tf.int64)
+        if texts_b is None:
+            return pack_decoder(a, seq_length, start_id=start, end_id=extract,
+                                pad_id=self.pad_id)
+        b = tf.cast(self._tokenize(texts_b), tf.int64)
+        with tf.control_dependencies([tf.debugging.assert_equal(
+                a.nrows(), b.nrows(), message="texts_b: a pair needs as many second texts "
+                                              "as first texts")]):
+            keep_a, keep_b = truncate_pair_lengths(a.row_lengths(), b.row_lengths(),
+                                                   seq_length - 3)
+        a, b = truncate(a, keep_a), truncate(b, keep_b)
+        column = tf.RaggedTensor.from_row_lengths(
+            tf.fill([a.nrows()], tf.constant(delimiter, tf.int64)), tf.ones([a.nrows()],
+                                                                         tf.int64))
+        first = pack_decoder(tf.concat([a, column, b], axis=1), seq_length, start_id=start,
+                             end_id=extract, pad_id=self.pad_id)
+        if self.pair_format == "entailment":
+            return first
+        second = pack_decoder(tf.concat([b, column, a], axis=1), seq_length, start_id=start,
+                              end_id=extract, pad_id=self.pad_id)
+        return {**first, "token_ids_b": second["token_ids"],
+                "padding_mask_b": second["padding_mask"]}
 
     # ---------------------------------------------------------------- files
     @staticmethod
@@ -380,6 +459,8 @@ class GPTTokenizer(Tokenizer):
                     d = read_json(config)
                     if "special_tokens_in_text" in d:
                         settings["special_tokens_in_text"] = bool(d["special_tokens_in_text"])
+                    if d.get("pair_format") in PAIR_FORMATS:
+                        settings["pair_format"] = d["pair_format"]
                 return cls(os.path.join(path, vocab), os.path.join(path, merges),
                            **{**settings, **kwargs})
         raise FileNotFoundError(f"{path}: no vocab.json + merges.txt (Hugging Face) or "
@@ -393,4 +474,5 @@ class GPTTokenizer(Tokenizer):
 
     def config(self) -> dict:
         return {"tokenizer_class": "GPTTokenizer", "model_max_length": self.seq_length,
-                "special_tokens_in_text": self.special_tokens_in_text}
+                "special_tokens_in_text": self.special_tokens_in_text,
+                "pair_format": self.pair_format}

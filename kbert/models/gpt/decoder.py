@@ -112,6 +112,33 @@ class GPTDecoder(keras.Model, EncoderModel):
         out["pooled_output"] = last_token_state(out["sequence_output"], mask)
         return out
 
+    def with_vocab_size(self, vocab_size: int, seed: int | None = None) -> "GPTDecoder":
+        """A decoder with the same weights and `vocab_size` token embeddings: the rows
+        this one has, then new rows drawn from normal(0, initializer_range), as the
+        GPT paper adds its fine-tuning tokens (start, delimiter, extract)."""
+        import dataclasses
+
+        import numpy as np
+
+        old = self.config.vocab_size
+        if vocab_size < old:
+            raise ValueError(f"vocab_size={vocab_size} is below the model's {old}")
+        if vocab_size == old:
+            return self
+        config = dataclasses.replace(self.config, vocab_size=vocab_size)
+        bigger = GPTDecoder(config, dtype=self.dtype_policy, name=self.name)
+        rng = np.random.default_rng(seed)
+        table = self.token_embedding.embeddings.numpy()
+        extra = rng.normal(0.0, self.config.initializer_range,
+                           (vocab_size - old, table.shape[1])).astype(table.dtype)
+        values = {id(v): v.numpy() for v in self.weights}
+        for new_var, old_var in zip(bigger.weights, self.weights):
+            if old_var is self.token_embedding.embeddings:
+                new_var.assign(np.concatenate([table, extra]))
+            else:
+                new_var.assign(values[id(old_var)])
+        return bigger
+
     # --------------------------------------------------------------- cached decoding
     def cache_shape(self, batch_size, length):
         """[B, L, 2, N, S, D]: keys and values of every layer for S positions."""
@@ -179,13 +206,26 @@ class GPTDecoder(keras.Model, EncoderModel):
         checkpoints.save_decoder(self, path, tokenizer=tokenizer)
 
 
+@keras.saving.register_keras_serializable(package="kbert")
+class LastTokenState(keras.layers.Layer):
+    """[B, T, H] states and the [B, T] padding mask -> [B, H], each row's state at its
+    last real position (right or left padding): the only position of a decoder that
+    has seen the whole input (the GPT paper's extract token)."""
+
+    def call(self, sequence_output, padding_mask):
+        mask = ops.cast(padding_mask, "int32")
+        positions = ops.cumsum(ops.ones_like(mask), axis=1) - 1  # 0 .. T-1
+        index = ops.max(positions * mask, axis=1)  # the largest real position, (B,)
+        return ops.take_along_axis(sequence_output, index[:, None, None], axis=1)[:, 0]
+
+    def compute_output_spec(self, sequence_output, padding_mask):
+        shape = sequence_output.shape
+        return keras.KerasTensor((shape[0], shape[2]), dtype=sequence_output.dtype)
+
+
 def last_token_state(sequence_output, padding_mask):
-    """[B, T, H] at each row's last real position -> [B, H] (right or left padding)."""
-    mask = ops.cast(padding_mask, "int32")
-    length = ops.shape(mask)[1]
-    # The last index with mask 1: the largest of index * mask.
-    index = ops.max(ops.arange(length, dtype="int32")[None, :] * mask, axis=1)  # (B,)
-    return ops.take_along_axis(sequence_output, index[:, None, None], axis=1)[:, 0]
+    """`LastTokenState` as a function (eager or symbolic inputs)."""
+    return LastTokenState()(sequence_output, padding_mask)
 
 
 @keras.saving.register_keras_serializable(package="kbert")

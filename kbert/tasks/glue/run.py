@@ -27,9 +27,23 @@ logger = logging.getLogger(__name__)
 DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
 
 
-def build_model(encoder, task) -> keras.Model:
-    """The task's head on `encoder`: {"logits"} for classification, {"score"} for STS-B."""
+def build_model(encoder, task, tokenizer=None) -> keras.Model:
+    """The task's head on `encoder`: {"logits"} for classification, {"score"} for STS-B.
+
+    A GPT decoder is fine-tuned as the GPT paper does (`kbert.tasks.glue.gpt`): its
+    token table grows to the tokenizer's task tokens, the head reads the extract
+    token's state (both orders summed for similarity tasks), and an auxiliary LM loss
+    is added."""
     task = get_task(task)
+    if getattr(encoder, "family", None) == "gpt":
+        from kbert.tasks.glue.gpt import build_gpt_classifier
+
+        similarity = (task.is_pair and tokenizer is not None
+                      and getattr(tokenizer, "pair_format", "") == "similarity")
+        if tokenizer is not None:
+            encoder = encoder.with_vocab_size(tokenizer.vocab_size)
+        return build_gpt_classifier(encoder, task.num_labels, regression=task.is_regression,
+                                    similarity=similarity)
     return build_classifier(encoder, task.num_labels, regression=task.is_regression)
 
 
@@ -166,6 +180,8 @@ def run(args) -> dict:
 
     tokenizer = build_tokenizer([e.text_a for e in train] + [e.text_b for e in train if e.text_b],
                                 **tokenizer_options(args))
+    if hasattr(tokenizer, "for_task"):  # a family's own input format (GPT's task tokens)
+        tokenizer = tokenizer.for_task(task)
     seq = args.max_seq_length
     x = encode(task, tokenizer, train, seq)
     y = label_array(task, train)
@@ -182,7 +198,7 @@ def run(args) -> dict:
         metrics = {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
     model = runtime.build(
         lambda: build_model(build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG)),
-                            task),
+                            task, tokenizer),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)

@@ -1,0 +1,83 @@
+"""GLUE fine-tuning of GPT as the GPT paper does it (Radford et al., 2018, section 3.3).
+
+The tokenizer packs each example with the start, delimiter and extract tokens
+(`GPTTokenizer.for_task`); a linear layer reads the decoder's final state at the
+extract token (the last real token); for similarity tasks the two orders of the pair are
+decoded apart and their final states summed before the linear layer. An auxiliary
+language-model loss on the same inputs, weighted 0.5 (the paper's lambda), is added to
+the task loss during training.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from kbert.models.gpt.decoder import last_token_state
+from kbert.tasks.glue.model import ClassifierHead
+
+LM_WEIGHT = 0.5  # lambda of the paper's L3 = L2 + lambda * L1
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class AuxiliaryLMLoss(keras.layers.Layer):
+    """Adds `weight` x the mean next-token cross-entropy over real tokens of the given
+    sequences to the model's losses, when training (nothing at inference: the
+    vocabulary-sized logits are not computed then). Returns its first input unchanged.
+
+    Call args:
+        sequence_output: float [B, T, H], the decoder's top layer.
+        token_ids, padding_mask: int [B, T].
+    """
+
+    def __init__(self, weight: float = LM_WEIGHT, **kwargs):
+        super().__init__(**kwargs)
+        self.weight = float(weight)
+        self.token_embedding = None  # set by build_gpt_classifier (shared, not owned)
+
+    def call(self, sequence_output, token_ids, padding_mask, training=None):
+        if training and self.weight and self.token_embedding is not None:
+            logits = self.token_embedding.logits(sequence_output[:, :-1])  # (B, T-1, V)
+            labels = ops.cast(token_ids[:, 1:], "int32")
+            real = ops.cast(padding_mask[:, 1:], "float32") * ops.cast(
+                padding_mask[:, :-1], "float32")
+            nll = keras.losses.sparse_categorical_crossentropy(labels, logits,
+                                                               from_logits=True)
+            mean = ops.sum(nll * real) / ops.maximum(ops.sum(real), 1.0)
+            self.add_loss(self.weight * mean)
+        return sequence_output
+
+    def compute_output_spec(self, sequence_output, token_ids, padding_mask, training=None):
+        return keras.KerasTensor(sequence_output.shape, dtype=sequence_output.dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "weight": self.weight}
+
+
+def build_gpt_classifier(decoder, num_labels: int, regression: bool = False,
+                         similarity: bool = False, lm_weight: float = LM_WEIGHT
+                         ) -> keras.Model:
+    """GPT inputs (`token_ids`, `padding_mask`; with `similarity`, also `token_ids_b`,
+    `padding_mask_b`) -> {"logits": [B, num_labels]}, or {"score": [B]}."""
+    names = ["token_ids", "padding_mask"] + (["token_ids_b", "padding_mask_b"]
+                                             if similarity else [])
+    inputs = {n: keras.Input(shape=(None,), dtype="int32", name=n) for n in names}
+    orders = [("token_ids", "padding_mask")] + ([("token_ids_b", "padding_mask_b")]
+                                                if similarity else [])
+    auxiliary = AuxiliaryLMLoss(lm_weight, name="auxiliary_lm_loss")
+    auxiliary.token_embedding = decoder.token_embedding
+    states = []
+    for ids, mask in orders:
+        sequence = decoder({"token_ids": inputs[ids], "padding_mask": inputs[mask]})[
+            "sequence_output"]
+        sequence = auxiliary(sequence, inputs[ids], inputs[mask])
+        states.append(last_token_state(sequence, inputs[mask]))  # the extract token
+    state = states[0] if len(states) == 1 else keras.layers.Add(name="sum_of_orders")(states)
+    head = ClassifierHead(1 if regression else num_labels, decoder.dropout_rate,
+                          decoder.initializer_range, name="classifier")
+    out = head(state)
+    if regression:
+        return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
+                           name="gpt_regressor")
+    return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
+                       name="gpt_classifier")

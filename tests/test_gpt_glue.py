@@ -1,0 +1,119 @@
+"""GPT fine-tuned on GLUE as the GPT paper does it: the input formats with the start,
+delimiter and extract tokens, the head on the extract token's state (both orders summed
+for similarity), the auxiliary LM loss, and `python -m kbert.tasks.glue --model gpt`."""
+
+from __future__ import annotations
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import kbert
+from glue_fixtures import COLORS, synthetic_paraphrase
+from gpt_fixtures import word_tokenizer
+from kbert.tasks.glue import __main__ as cli
+from kbert.tasks.glue.gpt import AuxiliaryLMLoss, build_gpt_classifier
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return word_tokenizer(COLORS)
+
+
+def test_input_formats_of_the_paper(tokenizer):
+    tok = tokenizer.with_task_tokens("entailment")
+    start, delimiter, extract = tok.task_token_ids
+    assert (start, delimiter, extract) == (tokenizer.vocab_size, tokenizer.vocab_size + 1,
+                                           tokenizer.vocab_size + 2)
+    red, blue, bare_blue = (tokenizer.tokenize([w]).to_list()[0][0]
+                            for w in ("red", " blue", "blue"))
+    single = tok(["red blue"], seq_length=6)
+    assert single["token_ids"].numpy().tolist() == [[start, red, blue, extract, tok.pad_id,
+                                                     tok.pad_id]]
+    assert single["padding_mask"].numpy().tolist() == [[1, 1, 1, 1, 0, 0]]
+    pair = tok(["red"], ["red blue"], seq_length=8)
+    assert pair["token_ids"].numpy()[0, :6].tolist() == [start, red, delimiter, red, blue,
+                                                         extract]
+    similar = tokenizer.with_task_tokens("similarity")(["red"], ["red blue"], seq_length=8)
+    assert similar["token_ids"].numpy()[0, :6].tolist() == [start, red, delimiter, red,
+                                                            blue, extract]
+    assert similar["token_ids_b"].numpy()[0, :6].tolist() == [start, red, blue, delimiter,
+                                                              red, extract]
+    # Longest-first truncation keeps the extract token.
+    cut = tok(["red blue red blue"], ["blue"], seq_length=6)["token_ids"].numpy()[0]
+    assert cut.tolist() == [start, red, blue, delimiter, bare_blue, extract]
+    # No text tokenizes to the task tokens.
+    assert not set(tok.tokenize(["_start_ _delimiter_ _classify_"]).to_list()[0]) & {
+        start, delimiter, extract}
+    with pytest.raises(ValueError, match="pairs need the task tokens"):
+        tokenizer(["a"], ["b"])
+
+
+def test_auxiliary_lm_loss_is_half_the_lm_loss_in_training_only(tokenizer):
+    from kbert.models.gpt.lm import lm_examples, lm_loss
+
+    tok = tokenizer.with_task_tokens()
+    decoder = kbert.GPTDecoder(kbert.GPTConfig.preset("tiny", vocab_size=tok.vocab_size,
+                                                      dropout=0.0, embedding_dropout=0.0,
+                                                      attention_dropout=0.0))
+    model = build_gpt_classifier(decoder, 2)
+    x = tok(["red blue green", "gold"], seq_length=8)
+    model(x, training=True)
+    (added,) = model.losses
+    inputs, labels = lm_examples(x["token_ids"], x["padding_mask"])
+    logits = kbert.GPTLanguageModel(decoder)(
+        {"token_ids": x["token_ids"], "padding_mask": x["padding_mask"]})["logits"][:, :-1]
+    want = 0.5 * float(lm_loss()(labels["logits"], logits))
+    np.testing.assert_allclose(float(added), want, rtol=1e-5)
+    model(x, training=False)
+    assert not model.losses
+    assert AuxiliaryLMLoss(0.5).get_config()["weight"] == 0.5
+
+
+@pytest.mark.e2e
+def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokenizer):
+    """MRPC layout (a similarity task: both orders); a random-init 2-layer GPT folder."""
+    from kbert.export.check import run_fresh
+    from kbert.export.folder import load_task_folder
+
+    keras.utils.set_random_seed(0)
+    decoder = kbert.GPTDecoder(kbert.GPTConfig.preset(
+        "tiny", vocab_size=tokenizer.vocab_size, end_token_id=tokenizer.end_token_id,
+        hidden_size=64, num_heads=4, intermediate_size=256))
+    decoder.save_pretrained(tmp_path / "gpt", tokenizer=tokenizer)
+    folder = synthetic_paraphrase(str(tmp_path))
+    out, export = tmp_path / "out", tmp_path / "serving" / "para" / "1"
+    assert cli.main(["--task", "mrpc", "--model", "gpt", "--init_from", str(tmp_path / "gpt"),
+                     "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "16",
+                     "--num_train_epochs", "15", "--learning_rate", "1e-3",
+                     "--steps_per_loop", "500", "--do_predict",
+                     "--export_dir", str(export)]) == 0
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["accuracy"] >= 0.95, results
+    task, model, loaded, settings = load_task_folder(str(out))
+    assert type(loaded).__name__ == "GPTTokenizer" and loaded.pair_format == "similarity"
+    assert loaded.vocab_size == tokenizer.vocab_size + 3
+    pairs = [("red blue gold", "gold red blue"), ("red blue gold", "pink gray white")]
+    fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
+                                     "text_b": [b for _, b in pairs]}])
+    served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
+    x = loaded([a for a, _ in pairs], [b for _, b in pairs], seq_length=16)
+    want = tf.nn.softmax(model(x)["logits"], axis=-1).numpy()
+    np.testing.assert_allclose(served, want, atol=1e-5)
+    assert fresh["results"][0]["label"]["value"] == ["1", "0"]
+
+
+def test_model_flag_is_checked(tmp_path, capsys, tokenizer):
+    kbert.BertEncoder(kbert.BertConfig.preset("tiny")).save_pretrained(tmp_path / "bert")
+    base = ["--task", "mrpc", "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "o")]
+    for extra, message in [
+            (["--model", "gpt"], "error: --model gpt needs --init_from a gpt folder"),
+            (["--model", "gpt", "--init_from", str(tmp_path / "bert")],
+             f"error: --model gpt: --init_from {tmp_path / 'bert'} holds a bert model")]:
+        with pytest.raises(SystemExit) as err:
+            cli.main(base + extra)
+        assert err.value.code == 2
+        assert capsys.readouterr().err.strip().splitlines()[-1].startswith(message)
