@@ -164,6 +164,7 @@ def test_keras_save_load_is_exact(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+@pytest.mark.e2e
 def test_encoder_inside_a_functional_classifier_trains():
     encoder = BertEncoder(odd_config())
     inputs = {k: keras.Input((None,), dtype="int32", name=k)

@@ -52,6 +52,8 @@ def test_save_pretrained_and_exports_honour_the_umask(tmp_path, umask):
     encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny", vocab_size=len(TINY_VOCAB)))
     encoder.save_pretrained(tmp_path / "folder", tokenizer=tokenizer)
     _assert_normal(tmp_path / "folder", umask)
+    if umask != 0o027:
+        return  # one SavedModel export (seconds) is enough: the stricter umask
     export_embeddings(encoder, tokenizer, str(tmp_path / "serving" / "bert" / "1"),
                       seq_length=8)
     _assert_normal(tmp_path / "serving", umask)

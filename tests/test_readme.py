@@ -8,6 +8,7 @@ import pytest
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
 
+@pytest.mark.e2e
 def test_readme_keras_example_trains():
     text = README.read_text(encoding="utf-8")
     match = re.search(r"<!-- readme-example -->\s*```python\n(.*?)```", text, re.S)

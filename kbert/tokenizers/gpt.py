@@ -160,6 +160,7 @@ class GPTTokenizer(Tokenizer):
         starts, classes = zip(*gpt2_classes.RANGES)
         self._class_starts = tf.constant(starts, tf.int32)
         self._class_ids = tf.constant(classes, tf.int32)
+        self._build_word_cache(to_char)
         spec = tf.TensorSpec([None], tf.string)
         self._compiled_tokenize = tf.function(self._tokenize, input_signature=[spec],
                                               autograph=False)
@@ -335,9 +336,46 @@ class GPTTokenizer(Tokenizer):
         ids = tf.concat([plain, marks], axis=1)
         return tf.RaggedTensor.from_row_splits(ids, pieces.row_splits).merge_dims(1, 2)
 
+    def _build_word_cache(self, to_char) -> None:
+        """Most words of a text are tokens of the vocabulary: the merges of every token's
+        bytes, taken as a word, are computed once, here, with the same in-graph BPE (so
+        the cache is exact by construction, whatever merges the word needs), and looked
+        up at call time; only the other words go through the merge rounds."""
+        back = {c: b for b, c in to_char.items()}
+        keys = []
+        for token in self._vocabulary:
+            if token in TASK_TOKENS or token == END_TOKEN or any(c not in back for c in token):
+                continue
+            keys.append(bytes(back[c] for c in token))
+        keys = sorted(keys)
+        if not keys:
+            self._word_cache = None
+            return
+        ids = self._bpe(tf.constant(keys))
+        self._word_cache = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(keys), tf.range(len(keys), dtype=tf.int64)), -1)
+        self._cache_ids = tf.constant(ids.flat_values.numpy())
+        self._cache_splits = tf.constant(ids.row_splits.numpy())
+
+    def _words_to_ids(self, words):
+        """tf.string [W] -> int32 RaggedTensor [W, (tokens)], cached words looked up."""
+        if self._word_cache is None:
+            return self._bpe(words)
+        slot = self._word_cache.lookup(words)  # (W,), -1 for a word not cached
+        hit = slot >= 0
+        cached = tf.RaggedTensor.from_row_splits(self._cache_ids, self._cache_splits,
+                                                 validate=False)
+        hits = tf.gather(cached, tf.boolean_mask(slot, hit))  # (H, (T))
+        misses = self._bpe(tf.boolean_mask(words, tf.logical_not(hit)))  # (M, (T))
+        # Back in word order: hits and misses interleaved as the words were.
+        where_hit = tf.cast(tf.where(hit)[:, 0], tf.int32)
+        where_miss = tf.cast(tf.where(tf.logical_not(hit))[:, 0], tf.int32)
+        order = tf.math.invert_permutation(tf.concat([where_hit, where_miss], 0))
+        return tf.gather(tf.concat([hits, misses], axis=0), order)
+
     def _tokenize_plain(self, texts):
         words = self._split(texts)
-        ids = self._bpe(words.flat_values)  # (W, (T))
+        ids = self._words_to_ids(words.flat_values)  # (W, (T))
         return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
 
     def tokenize(self, texts) -> tf.RaggedTensor:

