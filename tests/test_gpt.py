@@ -487,3 +487,17 @@ def test_lm_examples_leave_padding_out_of_the_loss():
     metric.update_state(labels["logits"][:1], logits[:1])
     metric.update_state(labels["logits"][1:], logits[1:])
     np.testing.assert_allclose(float(metric.result()), np.exp(nll.mean()), rtol=1e-6)
+
+
+def test_xla_decoding_equals_the_plain_graph(pair):
+    """The decoding loop compiled with XLA (the default on GPUs and TPUs) gives the same
+    tokens."""
+    _, _, lm = pair
+    _, ids, mask = _prompts()
+    left, left_mask = generation.left_pad(ids, mask)
+    seed = tf.constant([1, 2])
+    plain = generation.generate_function(lm, jit_compile=False)(
+        left, left_mask, tf.constant(6), seed)
+    xla = generation.generate_function(lm, jit_compile=True)(left, left_mask,
+                                                            tf.constant(6), seed)
+    np.testing.assert_array_equal(xla.numpy(), plain.numpy())

@@ -80,7 +80,14 @@ def left_pad(token_ids, padding_mask, pad_id: int = 0):
     return tf.reverse(reversed_rows, axis=[1]), new_mask
 
 
-def _build(lm, sampler, temperature, top_k, top_p, end_token_id):
+def _use_xla() -> bool:
+    """XLA for the decoding loop where it pays: on GPUs and TPUs (one compilation per
+    batch size, prompt length and number of new tokens). On CPUs the loop is bound by
+    reading the weights, and XLA measured within noise of the plain graph."""
+    return bool(tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
+def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=False):
     decoder = lm.decoder
     embedding = decoder.token_embedding
     stops = end_token_id is not None and end_token_id >= 0
@@ -90,7 +97,8 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id):
         tf.TensorSpec([None, None], tf.int32, name="token_ids"),
         tf.TensorSpec([None, None], tf.int32, name="padding_mask"),
         tf.TensorSpec([], tf.int32, name="max_new_tokens"),
-        tf.TensorSpec([2], tf.int32, name="seed")], autograph=False)
+        tf.TensorSpec([2], tf.int32, name="seed")], autograph=False,
+        jit_compile=jit_compile)
     def run(token_ids, padding_mask, max_new_tokens, seed):
         batch, prompt = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
         total = prompt + max_new_tokens
@@ -128,17 +136,19 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id):
 
 
 def generate_function(lm, sampler="greedy", temperature=1.0, top_k=None, top_p=None,
-                      end_token_id=None):
+                      end_token_id=None, jit_compile: bool | None = None):
     """The compiled decoding function for these settings (built once per model and
     setting): (token_ids [B, P] left-padded, padding_mask [B, P], max_new_tokens,
     seed int32 [2]) -> int32 [B, max_new_tokens]."""
     check_settings(sampler, temperature, top_k, top_p)
+    jit_compile = _use_xla() if jit_compile is None else bool(jit_compile)
     key = (sampler, float(temperature), None if top_k is None else int(top_k),
-           None if top_p is None else float(top_p), end_token_id)
+           None if top_p is None else float(top_p), end_token_id, jit_compile)
     cache = lm._generate_cache.functions
     if key not in cache:
         cache[key] = _build(lm, sampler, float(temperature), top_k,
-                            None if top_p is None else float(top_p), end_token_id)
+                            None if top_p is None else float(top_p), end_token_id,
+                            jit_compile)
     return cache[key]
 
 
