@@ -121,6 +121,8 @@ def test_the_end_token_text_openai_and_hugging_face(tokenizer, openai):
 
     vocab = json.load(open(ENCODER, encoding="utf-8"))
     hf = GPT2Tokenizer(vocab=vocab, merges=read_merges(BPE))
+    assert openai("one<|endoftext|>") == [505, 27, 91, 437, 1659, 5239, 91, 29]
+    assert hf.encode("one<|endoftext|>") == [505, 50256]
     text = "one<|endoftext|> two\x00 <|endoftext|><|endoftext|>"
     assert tokenizer.tokenize([text]).to_list()[0] == openai(text)
     assert 50256 not in openai(text) and hf.encode(text).count(50256) == 3
