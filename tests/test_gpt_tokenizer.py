@@ -204,3 +204,67 @@ def test_class_table_is_regex_s_own():
         f"{gpt2_classes.REGEX_VERSION}): run python -m kbert.tokenizers.gpt2_tables")
     starts = np.array([s for s, _ in table])
     assert (np.diff(starts) > 0).all() and starts[0] == 0
+
+
+# ----------------------------------------------------------------------------- GPT-1
+def _learn_bpe(words, merges_count):
+    """Sennrich et al.'s BPE learner on words with `</w>` on the last symbol (to make a
+    GPT-1-style vocabulary for the test; the real one is not bundled)."""
+    import collections
+
+    vocab = collections.Counter(tuple(w[:-1]) + (w[-1] + "</w>",) for w in words)
+    merges = []
+    for _ in range(merges_count):
+        pairs = collections.Counter()
+        for word, n in vocab.items():
+            for a, b in zip(word, word[1:]):
+                pairs[a, b] += n
+        if not pairs:
+            break
+        (a, b), _ = max(pairs.items(), key=lambda kv: (kv[1], kv[0]))
+        merges.append((a, b))
+        merged = collections.Counter()
+        for word, n in vocab.items():
+            out, i = [], 0
+            while i < len(word):
+                if i < len(word) - 1 and (word[i], word[i + 1]) == (a, b):
+                    out.append(a + b)
+                    i += 2
+                else:
+                    out.append(word[i])
+                    i += 1
+            merged[tuple(out)] += n
+        vocab = merged
+    return merges
+
+
+def test_gpt1_tokenizer_equals_hugging_face(tmp_path):
+    """GPT-1's BPE (lower case, BERT's basic tokenization, `</w>` word ends) against
+    transformers 5.x `OpenAIGPTTokenizer` (Rust; without ftfy and spaCy, as it runs
+    them), on a vocabulary learned here, with unknown characters, accents, CJK and
+    punctuation."""
+    from transformers import OpenAIGPTTokenizer
+
+    from kbert.tokenizers import GPT1Tokenizer
+
+    rng = random.Random(0)
+    base = ("the quick brown fox jumps over the lazy dog while a small cat sleeps on the "
+            "warm mat and birds sing").split()
+    merges = _learn_bpe([rng.choice(base) for _ in range(3000)], 120)
+    symbols = {"<unk>"} | {a + b for a, b in merges} | {p + "</w>" for p in ".,!?'-"}
+    for w in base:
+        symbols.update(w[:-1])
+        symbols.add(w[-1] + "</w>")
+    vocab = {s: i for i, s in enumerate(sorted(symbols))}
+    ref = OpenAIGPTTokenizer(vocab=vocab, merges=merges)
+    ours = GPT1Tokenizer(vocab, merges)
+    texts = ["The quick brown fox.", "A LAZY dog, sleeps!", "unknown words xyz",
+             "birds-sing on mats", "", "  The  cat's mat  ", "Café naïve", "数字 the"]
+    texts += [" ".join(rng.choice(base + ["Fox!", "DOG", "zebra", "mats", "cats,"])
+                       for _ in range(rng.randint(0, 12))) for _ in range(300)]
+    assert ours.tokenize(texts).to_list() == [ref.encode(t) for t in texts]
+    assert ours.detokenize(ours.tokenize(["The lazy dog."])).numpy()[0] == b"the lazy dog ."
+    # A Hugging Face openai-gpt folder gives GPT-1's tokenizer.
+    (tmp_path / "config.json").write_text('{"model_type": "openai-gpt"}')
+    ours.save_pretrained(tmp_path)
+    assert isinstance(GPTTokenizer.from_pretrained(tmp_path), GPT1Tokenizer)

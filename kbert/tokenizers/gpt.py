@@ -257,64 +257,12 @@ class GPTTokenizer(Tokenizer):
 
     # ---------------------------------------------------------------- BPE
     def _bpe(self, words):
-        """tf.string [W] words -> int32 RaggedTensor [W, (tokens)].
-
-        The symbols of all words lie in one flat vector (with each symbol's word), so
-        a round costs what the words still merging hold, whatever the longest word.
-        Each round, every word merges every occurrence of its best-ranked pair; a word
-        without a listed pair is done and its symbols are emitted.
-        """
+        """tf.string [W] words -> int32 RaggedTensor [W, (tokens)]."""
         pieces = tf.strings.bytes_split(words)  # (W, (bytes))
-        count = tf.shape(words, tf.int64)[0]
-
-        def cond(rows, symbols, out_rows, out_pos, out_symbols):
-            return tf.size(rows) > 0
-
-        def body(rows, symbols, out_rows, out_pos, out_symbols):
-            n = tf.size(rows)
-            index = tf.range(n)
-            same = tf.equal(rows[1:], rows[:-1])  # pair (i, i + 1) inside one word
-            ranks = tf.where(same, self._ranks.lookup(
-                tf.strings.join([symbols[:-1], symbols[1:]], " ")), _NO_RANK)
-            pair_rows = rows[:-1]
-            best = tf.math.unsorted_segment_min(ranks, pair_rows, count)
-            hit = tf.equal(ranks, tf.gather(best, pair_rows)) & (ranks < _NO_RANK)
-            # Consecutive hits (a pair of equal symbols, "a a a"): every other one, from
-            # the first, as the reference scans left to right.
-            first_of_run = hit & tf.logical_not(tf.concat([[False], hit[:-1]], 0))
-            runs = tf.cumsum(tf.cast(first_of_run, tf.int32))  # runs begun so far
-            run_begin = tf.gather(tf.concat(
-                [[0], tf.cast(tf.where(first_of_run)[:, 0], tf.int32)], 0), runs)
-            merge = hit & tf.equal((index[:-1] - run_begin) % 2, 0)
-            merge = tf.concat([merge, [False]], 0)  # (n,): symbol i takes symbol i + 1
-            merged_words = tf.math.unsorted_segment_max(tf.cast(merge, tf.int32), rows,
-                                                        count)
-            done = tf.equal(tf.gather(merged_words, rows), 0)
-            # Words without a listed pair are done: emit their symbols with positions.
-            starts = tf.concat([[True], tf.not_equal(rows[1:], rows[:-1])], 0)
-            word_start = tf.gather(tf.cast(tf.where(starts)[:, 0], tf.int32),
-                                   tf.cumsum(tf.cast(starts, tf.int32)) - 1)
-            out_rows = tf.concat([out_rows, tf.boolean_mask(rows, done)], 0)
-            out_pos = tf.concat([out_pos, tf.boolean_mask(index - word_start, done)], 0)
-            out_symbols = tf.concat([out_symbols, tf.boolean_mask(symbols, done)], 0)
-            # The others merge and go on.
-            following = tf.concat([symbols[1:], [""]], 0)
-            joined = tf.where(merge, tf.strings.join([symbols, following]), symbols)
-            dropped = tf.concat([[False], merge[:-1]], 0)
-            keep = tf.logical_not(done) & tf.logical_not(dropped)
-            return (tf.boolean_mask(rows, keep), tf.boolean_mask(joined, keep), out_rows,
-                    out_pos, out_symbols)
-
-        state = (pieces.value_rowids(), self._byte_symbols.lookup(pieces.flat_values),
-                 tf.zeros([0], tf.int64), tf.zeros([0], tf.int32), tf.zeros([0], tf.string))
-        invariants = tuple(tf.TensorShape([None]) for _ in state)
-        _, _, out_rows, out_pos, out_symbols = tf.while_loop(
-            cond, body, state, shape_invariants=invariants)
-        # Back in word order, each word's symbols in position order.
-        width = tf.cast(tf.reduce_max(tf.concat([out_pos, [0]], 0)) + 1, tf.int64)
-        order = tf.argsort(out_rows * width + tf.cast(out_pos, tf.int64), stable=True)
-        ids = self._ids.lookup(tf.gather(out_symbols, order))
-        return tf.RaggedTensor.from_value_rowids(ids, tf.gather(out_rows, order), nrows=count)
+        symbols = merge_rounds(self._ranks, pieces.value_rowids(),
+                               self._byte_symbols.lookup(pieces.flat_values),
+                               tf.shape(words, tf.int64)[0])
+        return symbols.with_flat_values(self._ids.lookup(symbols.flat_values))
 
     # ---------------------------------------------------------------- tokenizing
     def _tokenize(self, texts):
@@ -486,8 +434,14 @@ class GPTTokenizer(Tokenizer):
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, **kwargs) -> "GPTTokenizer":
         """A folder with `vocab.json` + `merges.txt` (Hugging Face, kbert) or
-        `encoder.json` + `vocab.bpe` (OpenAI)."""
+        `encoder.json` + `vocab.bpe` (OpenAI). A GPT-1 folder (Hugging Face `openai-gpt`,
+        or a kbert folder of a GPT-1) gives its `GPT1Tokenizer`."""
         path = os.fspath(path)
+        if _is_gpt1_folder(path):
+            from kbert.tokenizers.gpt1 import GPT1Tokenizer
+
+            return GPT1Tokenizer.from_pretrained(
+                path, **{k: v for k, v in kwargs.items() if k == "seq_length"})
         for vocab, merges in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
             if os.path.exists(os.path.join(path, vocab)) and os.path.exists(
                     os.path.join(path, merges)):
@@ -514,3 +468,76 @@ class GPTTokenizer(Tokenizer):
         return {"tokenizer_class": "GPTTokenizer", "model_max_length": self.seq_length,
                 "special_tokens_in_text": self.special_tokens_in_text,
                 "pair_format": self.pair_format}
+
+
+def _is_gpt1_folder(path: str) -> bool:
+    for name, key, value in (("tokenizer_config.json", "tokenizer_class", "GPT1Tokenizer"),
+                             ("tokenizer_config.json", "tokenizer_class",
+                              "OpenAIGPTTokenizer"),
+                             ("config.json", "model_type", "openai-gpt")):
+        file = os.path.join(path, name)
+        if os.path.exists(file):
+            d = read_json(file)
+            if isinstance(d, dict) and d.get(key) == value:
+                return True
+    return False
+
+
+def merge_rounds(ranks, rows, symbols, count) -> tf.RaggedTensor:
+    """BPE on many words at once: int64 `rows` [N] (each symbol's word, sorted) and
+    tf.string `symbols` [N] -> RaggedTensor [count, (symbols)] of the merged symbols.
+
+    The symbols of all words lie in one flat vector, so a round costs what the words
+    still merging hold, whatever the longest word. Each round, every word merges every
+    occurrence of its best-ranked pair (`ranks`: a table from "a b" to the merge's
+    rank), left to right without overlap, as the reference `bpe()` does; a word without
+    a listed pair is done and its symbols are emitted.
+    """
+
+    def cond(rows, symbols, out_rows, out_pos, out_symbols):
+        return tf.size(rows) > 0
+
+    def body(rows, symbols, out_rows, out_pos, out_symbols):
+        n = tf.size(rows)
+        index = tf.range(n)
+        same = tf.equal(rows[1:], rows[:-1])  # pair (i, i + 1) inside one word
+        pair_ranks = tf.where(same, ranks.lookup(
+            tf.strings.join([symbols[:-1], symbols[1:]], " ")), _NO_RANK)
+        pair_rows = rows[:-1]
+        best = tf.math.unsorted_segment_min(pair_ranks, pair_rows, count)
+        hit = tf.equal(pair_ranks, tf.gather(best, pair_rows)) & (pair_ranks < _NO_RANK)
+        # Consecutive hits (a pair of equal symbols, "a a a"): every other one, from
+        # the first, as the reference scans left to right.
+        first_of_run = hit & tf.logical_not(tf.concat([[False], hit[:-1]], 0))
+        runs = tf.cumsum(tf.cast(first_of_run, tf.int32))  # runs begun so far
+        run_begin = tf.gather(tf.concat(
+            [[0], tf.cast(tf.where(first_of_run)[:, 0], tf.int32)], 0), runs)
+        merge = hit & tf.equal((index[:-1] - run_begin) % 2, 0)
+        merge = tf.concat([merge, [False]], 0)  # (n,): symbol i takes symbol i + 1
+        merged_words = tf.math.unsorted_segment_max(tf.cast(merge, tf.int32), rows, count)
+        done = tf.equal(tf.gather(merged_words, rows), 0)
+        # Words without a listed pair are done: emit their symbols with positions.
+        starts = tf.concat([[True], tf.not_equal(rows[1:], rows[:-1])], 0)
+        word_start = tf.gather(tf.cast(tf.where(starts)[:, 0], tf.int32),
+                               tf.cumsum(tf.cast(starts, tf.int32)) - 1)
+        out_rows = tf.concat([out_rows, tf.boolean_mask(rows, done)], 0)
+        out_pos = tf.concat([out_pos, tf.boolean_mask(index - word_start, done)], 0)
+        out_symbols = tf.concat([out_symbols, tf.boolean_mask(symbols, done)], 0)
+        # The others merge and go on.
+        following = tf.concat([symbols[1:], [""]], 0)
+        joined = tf.where(merge, tf.strings.join([symbols, following]), symbols)
+        dropped = tf.concat([[False], merge[:-1]], 0)
+        keep = tf.logical_not(done) & tf.logical_not(dropped)
+        return (tf.boolean_mask(rows, keep), tf.boolean_mask(joined, keep), out_rows,
+                out_pos, out_symbols)
+
+    state = (tf.cast(rows, tf.int64), symbols, tf.zeros([0], tf.int64),
+             tf.zeros([0], tf.int32), tf.zeros([0], tf.string))
+    invariants = tuple(tf.TensorShape([None]) for _ in state)
+    _, _, out_rows, out_pos, out_symbols = tf.while_loop(
+        cond, body, state, shape_invariants=invariants)
+    # Back in word order, each word's symbols in position order.
+    width = tf.cast(tf.reduce_max(tf.concat([out_pos, [0]], 0)) + 1, tf.int64)
+    order = tf.argsort(out_rows * width + tf.cast(out_pos, tf.int64), stable=True)
+    return tf.RaggedTensor.from_value_rowids(tf.gather(out_symbols, order),
+                                             tf.gather(out_rows, order), nrows=count)

@@ -1,0 +1,131 @@
+"""GPT-1's tokenizer in-graph: BERT's basic tokenization (lower case, accents
+stripped, punctuation and CJK characters apart), then a character-level BPE whose
+word-final symbols end in `</w>`, as Hugging Face's `OpenAIGPTTokenizer` computes it
+without ftfy and spaCy (OpenAI's original code cleaned text with ftfy and split it with
+spaCy; Hugging Face falls back to BERT's basic tokenizer, and so does kbert).
+
+The basic tokenization is `BertTokenizer`'s, which follows Google's `tokenization.py`;
+Hugging Face's Rust `BertNormalizer` differs from it on private-use code points, which it
+deletes (see docs/fidelity.md). Symbols that are not in the vocabulary become `<unk>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import tensorflow as tf
+
+from kbert.io import read_json
+from kbert.tokenizers.base import Tokenizer
+from kbert.tokenizers.bert import BertTokenizer
+from kbert.tokenizers.gpt import _NO_RANK, merge_rounds, read_merges
+from kbert.tokenizers.packing import pack_decoder
+
+WORD_END = "</w>"
+
+
+class GPT1Tokenizer(Tokenizer):
+    """GPT-1's BPE (see the module docstring).
+
+    Args:
+        vocabulary: token -> id (`vocab.json`: 40,478 tokens for openai-gpt), or its path.
+        merges: pairs in rank order (`merges.txt`), or its path.
+        unk_token: the id of symbols outside the vocabulary.
+        seq_length: length `__call__` packs to.
+    """
+
+    def __init__(self, vocabulary, merges, unk_token: str = "<unk>", seq_length: int = 512,
+                 name: str | None = None):
+        super().__init__(name=name)
+        if isinstance(vocabulary, (str, os.PathLike)):
+            vocabulary = read_json(os.fspath(vocabulary))
+        if isinstance(merges, (str, os.PathLike)):
+            merges = read_merges(os.fspath(merges))
+        self._vocabulary = dict(vocabulary)
+        self._merges = [tuple(m) for m in merges]
+        if unk_token not in self._vocabulary:
+            raise ValueError(f"GPT1Tokenizer vocabulary lacks the unknown token {unk_token!r}")
+        self.unk_token = unk_token
+        self.unk_id = self._vocabulary[unk_token]
+        self.seq_length = int(seq_length)
+        self.end_token_id = None
+        self._basic = BertTokenizer(["[UNK]", "[CLS]", "[SEP]"], lowercase=True)
+        ordered = sorted(self._vocabulary.items(), key=lambda kv: kv[1])
+        self._ids = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant([k for k, _ in ordered]), tf.constant([v for _, v in ordered],
+                                                              tf.int32)), self.unk_id)
+        self._ranks = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant([f"{a} {b}" for a, b in self._merges]),
+            tf.range(len(self._merges), dtype=tf.int32)), _NO_RANK)
+        strings = [""] * (max(self._vocabulary.values()) + 1)
+        for token, i in ordered:
+            strings[i] = token
+        self._id_to_token = tf.constant(strings)
+        self._compiled_tokenize = tf.function(
+            self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)],
+            autograph=False)
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocabulary)
+
+    @property
+    def pad_id(self) -> int:
+        return self.unk_id
+
+    def _tokenize(self, texts):
+        words, _, _ = self._basic.split_words(texts)  # (B, (W)), lower-cased
+        chars = tf.strings.unicode_split(words.flat_values, "UTF-8")  # (W, (C))
+        flat = chars.flat_values
+        last = tf.not_equal(chars.value_rowids(),
+                            tf.concat([chars.value_rowids()[1:], [-1]], 0))
+        symbols = tf.where(last, tf.strings.join([flat, WORD_END]), flat)
+        merged = merge_rounds(self._ranks, chars.value_rowids(), symbols,
+                              tf.shape(words.flat_values, tf.int64)[0])
+        ids = merged.with_flat_values(self._ids.lookup(merged.flat_values))
+        return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
+
+    def tokenize(self, texts) -> tf.RaggedTensor:
+        """int32 RaggedTensor [batch, (tokens)]."""
+        texts = self.as_batch(texts)
+        if tf.executing_eagerly():
+            return self._compiled_tokenize(texts)
+        return self._tokenize(texts)
+
+    def detokenize(self, ids) -> tf.Tensor:
+        """Tokens joined, `</w>` read as a space (the lower-cased, split text)."""
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        tokens = tf.gather(self._id_to_token, tf.cast(ids, tf.int32))
+        text = tf.strings.reduce_join(tokens, axis=-1)
+        return tf.strings.strip(tf.strings.regex_replace(text, "</w>", " "))
+
+    def __call__(self, texts, seq_length: int | None = None) -> dict:
+        """`token_ids` and `padding_mask`, int32 [batch, seq_length], right-padded."""
+        seq_length = int(seq_length or self.seq_length)
+        return pack_decoder(self.tokenize(texts), seq_length, pad_id=self.pad_id)
+
+    @staticmethod
+    def folder_has_files(path) -> bool:
+        path = os.fspath(path)
+        return os.path.exists(os.path.join(path, "vocab.json")) and os.path.exists(
+            os.path.join(path, "merges.txt"))
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs) -> "GPT1Tokenizer":
+        """A Hugging Face `openai-gpt` folder (`vocab.json`, `merges.txt`)."""
+        path = os.fspath(path)
+        if not cls.folder_has_files(path):
+            raise FileNotFoundError(f"{path}: no vocab.json + merges.txt")
+        return cls(os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt"),
+                   **kwargs)
+
+    def assets(self) -> dict[str, str]:
+        return {"vocab.json": json.dumps(dict(self._vocabulary), ensure_ascii=False),
+                "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n"
+                                                            for a, b in self._merges)}
+
+    def config(self) -> dict:
+        return {"tokenizer_class": "GPT1Tokenizer", "unk_token": self.unk_token,
+                "model_max_length": self.seq_length}
