@@ -16,6 +16,9 @@ RNG = np.random.default_rng(0)
 X = RNG.normal(size=(2, 5, 12)).astype("float32")
 MASK = np.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "int32")
 IDS = np.array([[1, 5, 10, 2, 0], [3, 3, 7, 0, 0]], "int32")
+ELMO = dict(lstm_dim=10, projection_dim=6, num_layers=2, char_embedding_dim=4,
+            filters=((1, 3), (2, 5)), num_highway=1, max_characters_per_token=7)
+CHARS = np.random.default_rng(1).integers(1, 262, size=(2, 5, 7)).astype("int32")
 GPT = dict(vocab_size=13, hidden_size=12, num_layers=2, num_heads=3, intermediate_size=17,
            max_position_embeddings=9, dropout=0.0, embedding_dropout=0.0,
            attention_dropout=0.0, end_token_id=12)
@@ -47,6 +50,7 @@ GOLDEN = {
     "BertEncoder": (48.9014, (2.48402, 2.47927, 2.08736)),
     "GPTDecoder": (-3.68893, (0.912412, 0.848155, 0.669105)),
     "GPTLanguageModel": (-7.29315, (-2.80245, 5.53188, -0.174069)),
+    "ELMo": (29.9171, (0.361594, 0.412092, 0.406815)),
     "ClassifierHead": (9.41995, (2.03823, 1.91229, 1.52753)),
     "SpanHead": (-5.05309, (-1.4311, -0.893343, 1.03856)),
 }
@@ -86,6 +90,10 @@ CASES = [
     Case(kbert.GPTLanguageModel, dict(decoder=GPT), {"token_ids": IDS, "padding_mask": MASK},
          lambda model, i: model(dict(i)), {"logits": (2, 5, 13)},
          golden=GOLDEN["GPTLanguageModel"], mixed_dtype="float32"),
+    Case(kbert.ELMo, dict(config=ELMO), {"char_ids": CHARS * MASK[:, :, None],
+                                          "padding_mask": MASK},
+         lambda model, i: model(dict(i))["hidden_states"], [(2, 5, 12)] * 3,
+         golden=GOLDEN["ELMo"], mixed_dtype="float32"),
     Case(ClassifierHead, dict(num_outputs=3, dropout=0.0), {"pooled": X[:, 0]},
          lambda layer, i: layer(i["pooled"]), (2, 3), golden=GOLDEN["ClassifierHead"],
          mixed_dtype="float32"),
@@ -99,7 +107,7 @@ IDS_ = [c.id + ("-pre_ln" if c.kwargs.get("norm_first") else "-post_ln"
 def test_every_public_layer_and_model_class_has_a_case():
     layer_classes = {getattr(kbert.layers, n) for n in kbert.layers.__all__
                      if isinstance(getattr(kbert.layers, n), type)}
-    model_classes = {kbert.BertEncoder, kbert.GPTDecoder, kbert.GPTLanguageModel}
+    model_classes = {kbert.BertEncoder, kbert.GPTDecoder, kbert.GPTLanguageModel, kbert.ELMo}
     covered = {c.cls for c in CASES}
     assert layer_classes | model_classes <= covered, (layer_classes | model_classes) - covered
 
@@ -141,3 +149,43 @@ def test_scalar_mix_equals_numpy():
     np.testing.assert_allclose(np.asarray(layer(layers)), want, rtol=1e-6, atol=1e-6)
     with pytest.raises(ValueError, match=r"ScalarMix\(3\) got 2 layers"):
         layer(layers[:2])
+
+
+def test_scalar_mix_as_bilm_tf_weight_layers():
+    """do_layer_norm (masked statistics over the whole tensor), the L2 penalty,
+    use_top_only and dropout, against NumPy."""
+    import keras
+
+    layers = [RNG.normal(size=(2, 4, 6)).astype("float32") * (k + 1) + k for k in range(3)]
+    mask = np.array([[1, 1, 1, 0], [1, 1, 0, 0]], "int32")
+    w, gamma = np.array([0.3, -1.2, 0.7], "float32"), 1.7
+    softmax = np.exp(w) / np.exp(w).sum()
+
+    def layer_norm(x):
+        m = mask[:, :, None].astype("float64")
+        n = m.sum() * x.shape[-1]
+        mean = (x * m).sum() / n
+        var = (((x * m - mean) * m) ** 2).sum() / n
+        return (x - mean) / np.sqrt(var + 1e-12)
+
+    mix = kbert.layers.ScalarMix(3, do_layer_norm=True, l2_coef=0.001)
+    mix(layers, padding_mask=mask)
+    mix.scalars.assign(w)
+    mix.gamma.assign(gamma)
+    want = gamma * sum(s * layer_norm(x) for s, x in zip(softmax, layers))
+    np.testing.assert_allclose(np.asarray(mix(layers, padding_mask=mask)), want, atol=1e-5)
+    # The penalty, in the model's losses.
+    inputs = [keras.Input((4, 6)) for _ in range(3)]
+    model = keras.Model(inputs, mix(inputs))
+    model(layers)
+    np.testing.assert_allclose(float(sum(model.losses)), 0.001 * float((w ** 2).sum()),
+                               rtol=1e-6)
+    top = kbert.layers.ScalarMix(3, use_top_only=True)
+    top(layers)
+    top.gamma.assign(gamma)
+    np.testing.assert_allclose(np.asarray(top(layers)), gamma * layers[2], rtol=1e-6)
+    dropped = kbert.layers.ScalarMix(3, dropout=0.5)
+    out = np.asarray(dropped(layers, training=True))
+    assert 0.3 < (out == 0).mean() < 0.7
+    np.testing.assert_allclose(np.asarray(dropped(layers)),
+                               sum(x / 3 for x in layers), rtol=1e-5)

@@ -1,0 +1,342 @@
+"""ELMo's bidirectional language model (Peters et al., 2018) as a Keras 3 model,
+computing what bilm-tf's `BidirectionalLanguageModel` computes.
+
+Per word: character embeddings (id 0, "no character", embeds to zeros), convolutions
+of each width with max-pooling over the characters and the activation, highway layers
+(sigmoid carry gate, ReLU transform), and a projection to `projection_dim` when the
+filters number more. Then a forward LM and a backward LM (which reads each sequence
+reversed within its own length), each `num_layers` LSTMs as TF1's `LSTMCell` computes
+them (gates i, j, f, o; forget bias 1; the cell clipped to `cell_clip`; the output
+projected to `projection_dim` and clipped to `proj_clip`), with residual connections
+above the first layer when `use_skip_connections`. The sentence-begin and -end words
+are added around each sequence, as bilm-tf's `Batcher` does, and left out of the
+outputs.
+
+Shape legend: B batch, W words, C characters per word, F filters, P projection_dim,
+D lstm_dim.
+"""
+
+from __future__ import annotations
+
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert.models.elmo.config import ELMoConfig
+from kbert.models.interface import EncoderModel
+from kbert.tokenizers.elmo import BOS_CHAR, EOS_CHAR, mark_word
+
+
+class CharacterEncoder(keras.layers.Layer):
+    """Character ids [B, W, C] -> token embeddings [B, W, P] (bilm-tf's char CNN)."""
+
+    def __init__(self, config: ELMoConfig, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+
+    def build(self, input_shape=None):
+        c = self.config
+        uniform = keras.initializers.RandomUniform(-1.0, 1.0)
+        # The file's rows (ids 1..n_characters - 1); row 0 is the zero row added in call.
+        self.char_embed = self.add_weight(name="char_embed", shape=(
+            c.num_characters - 1, c.char_embedding_dim), initializer=uniform)
+        self.conv_kernels, self.conv_biases = [], []
+        for i, (width, count) in enumerate(c.filters):
+            init = (keras.initializers.RandomUniform(-0.05, 0.05) if c.activation == "relu"
+                    else keras.initializers.RandomNormal(
+                        0.0, float(np.sqrt(1.0 / (width * c.char_embedding_dim)))))
+            self.conv_kernels.append(self.add_weight(
+                name=f"W_cnn_{i}", shape=(1, width, c.char_embedding_dim, count),
+                initializer=init))
+            self.conv_biases.append(self.add_weight(name=f"b_cnn_{i}", shape=(count,),
+                                                    initializer="zeros"))
+        f = c.num_filters
+        gauss = keras.initializers.RandomNormal(0.0, float(np.sqrt(1.0 / f)))
+        self.highways = []
+        for k in range(c.num_highway):
+            self.highways.append((
+                self.add_weight(name=f"W_carry_{k}", shape=(f, f), initializer=gauss),
+                self.add_weight(name=f"b_carry_{k}", shape=(f,),
+                                initializer=keras.initializers.Constant(-2.0)),
+                self.add_weight(name=f"W_transform_{k}", shape=(f, f), initializer=gauss),
+                self.add_weight(name=f"b_transform_{k}", shape=(f,), initializer="zeros")))
+        self.projection = None
+        if f != c.projection_dim:
+            self.projection = (
+                self.add_weight(name="W_proj", shape=(f, c.projection_dim),
+                                initializer=gauss),
+                self.add_weight(name="b_proj", shape=(c.projection_dim,),
+                                initializer="zeros"))
+        self.built = True
+
+    def call(self, char_ids):
+        c = self.config
+        table = tf.concat([tf.zeros([1, c.char_embedding_dim], self.char_embed.dtype),
+                           self.char_embed], axis=0)
+        shape = tf.shape(char_ids)  # (B, W, C)
+        flat = tf.reshape(char_ids, [-1, c.max_characters_per_token])  # (B*W, C)
+        x = tf.gather(table, flat)  # (B*W, C, E)
+        activation = tf.nn.relu if c.activation == "relu" else tf.nn.tanh
+        pooled = []
+        for kernel, bias in zip(self.conv_kernels, self.conv_biases):
+            conv = tf.nn.conv1d(x, kernel[0], stride=1, padding="VALID") + bias
+            pooled.append(activation(tf.reduce_max(conv, axis=1)))  # (B*W, n)
+        h = tf.concat(pooled, axis=-1)  # (B*W, F)
+        for w_carry, b_carry, w_transform, b_transform in self.highways:
+            carry = tf.sigmoid(tf.matmul(h, w_carry) + b_carry)
+            transform = tf.nn.relu(tf.matmul(h, w_transform) + b_transform)
+            h = carry * transform + (1.0 - carry) * h
+        if self.projection is not None:
+            h = tf.matmul(h, self.projection[0]) + self.projection[1]
+        return tf.reshape(h, tf.concat([shape[:2], [c.projection_dim]], 0))
+
+
+class LSTMLayer(keras.layers.Layer):
+    """TF1's `LSTMCell(lstm_dim, num_proj, cell_clip, proj_clip)`, forget bias 1, run over
+    time as `dynamic_rnn` with sequence lengths (outputs 0 and states kept past a row's
+    length). Weights as bilm-tf stores them: `W_0` [in + P, 4D] (input and previous
+    output stacked), `B` [4D], `W_P_0` [D, P] (when P < D)."""
+
+    def __init__(self, config: ELMoConfig, input_dim: int, **kwargs):
+        super().__init__(**kwargs)
+        self.config = config
+        self.input_dim = input_dim
+        self.output_dim = min(config.projection_dim, config.lstm_dim)
+
+    def build(self, input_shape=None):
+        c = self.config
+        glorot = keras.initializers.GlorotUniform()
+        self.kernel = self.add_weight(name="W_0", shape=(
+            self.input_dim + self.output_dim, 4 * c.lstm_dim), initializer=glorot)
+        self.bias = self.add_weight(name="B", shape=(4 * c.lstm_dim,), initializer="zeros")
+        self.projection = (self.add_weight(name="W_P_0", shape=(c.lstm_dim, self.output_dim),
+                                           initializer=glorot)
+                           if c.projection_dim < c.lstm_dim else None)
+        self.built = True
+
+    def step(self, x, c_prev, m_prev):
+        cfg = self.config
+        z = tf.matmul(tf.concat([x, m_prev], axis=1), self.kernel) + self.bias
+        i, j, f, o = tf.split(z, 4, axis=1)
+        c = tf.sigmoid(f + 1.0) * c_prev + tf.sigmoid(i) * tf.tanh(j)
+        if cfg.cell_clip:
+            c = tf.clip_by_value(c, -cfg.cell_clip, cfg.cell_clip)
+        m = tf.sigmoid(o) * tf.tanh(c)
+        if self.projection is not None:
+            m = tf.matmul(m, self.projection)
+        if cfg.proj_clip:
+            m = tf.clip_by_value(m, -cfg.proj_clip, cfg.proj_clip)
+        return c, m
+
+    def call(self, x, mask, initial_state):
+        """x [B, T, in], mask bool [B, T], initial_state (c [B, D], m [B, P]) ->
+        (outputs [B, T, P], (c, m) at each row's last step)."""
+        xs = tf.transpose(x, [1, 0, 2])  # (T, B, in)
+        ms = tf.transpose(mask, [1, 0])  # (T, B)
+
+        def scan_step(carry, inputs):
+            c_prev, m_prev, _ = carry
+            x_t, mask_t = inputs
+            c, m = self.step(x_t, c_prev, m_prev)
+            keep = mask_t[:, None]
+            return (tf.where(keep, c, c_prev), tf.where(keep, m, m_prev),
+                    tf.where(keep, m, tf.zeros_like(m)))
+
+        c0, m0 = initial_state
+        # T >= 2 always: every sequence has its begin and end words.
+        c_all, m_all, out = tf.scan(scan_step, (xs, ms),
+                                    initializer=(c0, m0, tf.zeros_like(m0)))
+        return tf.transpose(out, [1, 0, 2]), (c_all[-1], m_all[-1])
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class ELMo(keras.Model, EncoderModel):
+    """ELMo's biLM (see the module docstring).
+
+    Inputs: the dict of `ELMoCharTokenizer`, `char_ids` int [B, W, C] and
+    `padding_mask` [B, W]. Outputs: `hidden_states`, num_layers + 1 Tensors
+    [B, W, 2P] (the token layer twice, then each layer's forward and backward states;
+    zero on padding), and `padding_mask`.
+
+    Args:
+        config: an `ELMoConfig`.
+        stateful: carry each LSTM's final states into the next call, for the first B
+            rows of a store of `max_batch_size` rows (bilm-tf's and AllenNLP's
+            behaviour); `reset_states()` zeroes them.
+        max_batch_size: rows of the state store.
+        keep_boundaries: also return the sentence-begin and -end positions
+            (W + 2 positions, the boundaries of each row at 0 and its length + 1).
+    """
+
+    def __init__(self, config: ELMoConfig | dict, stateful: bool = False,
+                 max_batch_size: int = 128, keep_boundaries: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = ELMoConfig.from_dict(config)
+        self.config = config
+        self.stateful = bool(stateful)
+        self.max_batch_size = int(max_batch_size)
+        self.keep_boundaries = bool(keep_boundaries)
+        self.char_encoder = CharacterEncoder(config, name="char_encoder")
+        out = min(config.projection_dim, config.lstm_dim)
+        self.lstms = {
+            direction: [LSTMLayer(config, config.projection_dim if i == 0 else out,
+                                  name=f"RNN_{d}_Cell{i}")
+                        for i in range(config.num_layers)]
+            for d, direction in enumerate(("forward", "backward"))}
+        for direction, layers in self.lstms.items():  # tracked as attributes
+            setattr(self, f"_{direction}_layers", layers)
+        marks = np.array([mark_word(BOS_CHAR, config.max_characters_per_token),
+                          mark_word(EOS_CHAR, config.max_characters_per_token)]) + 1
+        self._marks = tf.constant(marks, tf.int32)
+        self._states = None
+        if self.stateful:
+            self._state_store()
+
+    # ------------------------------------------------------------ model interface
+    family = "elmo"
+
+    @property
+    def hidden_size(self) -> int:
+        return 2 * min(self.config.projection_dim, self.config.lstm_dim)
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_layers
+
+    # ------------------------------------------------------------ states
+    def _state_store(self):
+        if self._states is None:
+            out = min(self.config.projection_dim, self.config.lstm_dim)
+            self._states = {
+                direction: [(self.add_weight(name=f"{direction}_c_{i}",
+                                             shape=(self.max_batch_size, self.config.lstm_dim),
+                                             initializer="zeros", trainable=False),
+                             self.add_weight(name=f"{direction}_m_{i}",
+                                             shape=(self.max_batch_size, out),
+                                             initializer="zeros", trainable=False))
+                             for i in range(self.config.num_layers)]
+                for direction in ("forward", "backward")}
+        return self._states
+
+    def reset_states(self) -> None:
+        """Zeroes the stored LSTM states (stateful models)."""
+        if self._states is not None:
+            for pairs in self._states.values():
+                for c, m in pairs:
+                    c.assign(tf.zeros_like(c))
+                    m.assign(tf.zeros_like(m))
+
+    # ------------------------------------------------------------ forward pass
+    def _with_boundaries(self, char_ids, lengths):
+        """[B, W, C] words -> [B, W + 2, C] with <S> first and </S> after each row."""
+        b = tf.shape(char_ids)[0]
+        bos = tf.tile(self._marks[None, :1], [b, 1, 1])
+        padded = tf.concat([bos, char_ids, tf.zeros_like(bos)], axis=1)  # (B, W+2, C)
+        positions = tf.range(tf.shape(padded)[1])[None, :]
+        is_eos = tf.equal(positions, (lengths + 1)[:, None])[:, :, None]
+        return tf.where(is_eos, self._marks[1][None, None, :], padded)
+
+    def call(self, inputs, training=None):
+        char_ids = tf.cast(inputs["char_ids"], tf.int32)
+        word_mask = tf.cast(inputs["padding_mask"], tf.int32)
+        lengths = tf.reduce_sum(word_mask, axis=1)  # words, without the boundaries
+        ids = self._with_boundaries(char_ids, lengths)  # (B, T = W + 2, C)
+        full = lengths + 2
+        mask = tf.sequence_mask(full, tf.shape(ids)[1])  # (B, T)
+        tokens = self.char_encoder(ids)  # (B, T, P)
+        b = tf.shape(ids)[0]
+        outputs = {}
+        states = self._state_store() if self.stateful else None
+        for direction, layers in self.lstms.items():
+            x = tokens if direction == "forward" else tf.reverse_sequence(
+                tokens, full, seq_axis=1, batch_axis=0)
+            per_layer = []
+            for i, layer in enumerate(layers):
+                if states is not None:
+                    c_store, m_store = states[direction][i]
+                    init = (c_store[:b], m_store[:b])
+                else:
+                    init = (tf.zeros([b, self.config.lstm_dim], x.dtype),
+                            tf.zeros([b, layer.output_dim], x.dtype))
+                out, (c_last, m_last) = layer(x, mask, init)
+                if states is not None:
+                    c_store.assign(tf.concat([c_last, c_store[b:]], axis=0))
+                    m_store.assign(tf.concat([m_last, m_store[b:]], axis=0))
+                if i > 0 and self.config.use_skip_connections:
+                    out = out + x
+                    out = tf.where(mask[:, :, None], out, tf.zeros_like(out))
+                x = out
+                per_layer.append(out if direction == "forward" else tf.reverse_sequence(
+                    out, full, seq_axis=1, batch_axis=0))
+            outputs[direction] = per_layer
+        layers = [tf.concat([tokens, tokens], axis=-1)] + [
+            tf.concat([f, bw], axis=-1)
+            for f, bw in zip(outputs["forward"], outputs["backward"])]
+        if self.keep_boundaries:
+            real = tf.cast(mask, layers[0].dtype)[:, :, None]
+            return {"hidden_states": [h * real for h in layers],
+                    "padding_mask": tf.cast(mask, tf.int32)}
+        width = tf.shape(char_ids)[1]
+        real = tf.cast(word_mask, layers[0].dtype)[:, :, None]
+        return {"hidden_states": [h[:, 1:width + 1] * real for h in layers],
+                "padding_mask": word_mask}
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "stateful": self.stateful,
+                "max_batch_size": self.max_batch_size,
+                "keep_boundaries": self.keep_boundaries, "name": self.name,
+                "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    # ------------------------------------------------------------ bilm-tf weights
+    def weight_map(self) -> dict:
+        """bilm-tf's HDF5 dataset name -> Keras variable."""
+        self._ensure_built()
+        enc = self.char_encoder
+        names = {"char_embed": enc.char_embed}
+        for i, (w, b) in enumerate(zip(enc.conv_kernels, enc.conv_biases)):
+            names[f"CNN/W_cnn_{i}"], names[f"CNN/b_cnn_{i}"] = w, b
+        for k, (wc, bc, wt, bt) in enumerate(enc.highways):
+            p = f"CNN_high_{k}"
+            names.update({f"{p}/W_carry": wc, f"{p}/b_carry": bc, f"{p}/W_transform": wt,
+                          f"{p}/b_transform": bt})
+        if enc.projection is not None:
+            names["CNN_proj/W_proj"], names["CNN_proj/b_proj"] = enc.projection
+        for d, direction in enumerate(("forward", "backward")):
+            for i, layer in enumerate(self.lstms[direction]):
+                p = f"RNN_{d}/RNN/MultiRNNCell/Cell{i}/LSTMCell"
+                names[f"{p}/W_0"], names[f"{p}/B"] = layer.kernel, layer.bias
+                if layer.projection is not None:
+                    names[f"{p}/W_P_0"] = layer.projection
+        return names
+
+    def _ensure_built(self):
+        """Builds the weights with a call that leaves the stored states alone."""
+        if not self.built:
+            c = self.config
+            stateful, self.stateful = self.stateful, False
+            try:
+                self({"char_ids": tf.zeros([1, 1, c.max_characters_per_token], tf.int32),
+                      "padding_mask": tf.ones([1, 1], tf.int32)})
+            finally:
+                self.stateful = stateful
+
+    @classmethod
+    def from_pretrained(cls, path, stateful: bool = False, **kwargs) -> "ELMo":
+        """A folder with bilm-tf's / AllenNLP's `options.json` and its weight `.hdf5`
+        (the only `.hdf5`, or `weights.hdf5`)."""
+        from kbert.models.elmo import checkpoints
+
+        return checkpoints.load(cls, os.fspath(path), stateful=stateful, **kwargs)
+
+    def save_pretrained(self, path) -> None:
+        """bilm-tf's layout: `options.json` and `weights.hdf5`, written atomically."""
+        from kbert.models.elmo import checkpoints
+
+        checkpoints.save(self, os.fspath(path))
