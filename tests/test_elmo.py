@@ -233,3 +233,21 @@ def test_boundaries_kept_on_request(tmp_path):
     tokens = reference_token_embeddings(weights, config, ids)
     np.testing.assert_allclose(out["hidden_states"][0].numpy()[0, :, :config.projection_dim],
                                tokens[0], atol=1e-5)
+
+
+def test_registered_family_and_interface_features(tmp_path):
+    from kbert.models import registry
+
+    config = ELMoConfig(**VARIANTS["skip-relu-proj"])
+    _write_folder(tmp_path / "elmo", config)
+    family = registry.family_of_folder(tmp_path / "elmo")
+    assert family.name == "elmo"
+    tokenizer = family.tokenizer_class.from_pretrained(tmp_path / "elmo")
+    assert tokenizer.max_characters_per_token == 9
+    model = family.encoder_class.from_pretrained(tmp_path / "elmo")
+    features = model.features(tokenizer(["the cat sat", "a"]))
+    top = features["hidden_states"][-1].numpy()
+    np.testing.assert_allclose(features["pooled_output"].numpy(),
+                               np.stack([top[0, :3].mean(0), top[1, :1].mean(0)]),
+                               atol=1e-6)
+    assert model.hidden_size == 12 and model.num_layers == 2

@@ -130,3 +130,23 @@ class ELMoCharTokenizer(Tokenizer):
     def config(self) -> dict:
         return {"tokenizer_class": "ELMoCharTokenizer",
                 "max_characters_per_token": self.max_characters_per_token}
+
+    @classmethod
+    def from_pretrained(cls, path, **kwargs) -> "ELMoCharTokenizer":
+        """The character length of a bilm-tf folder (`options.json`) or of a saved
+        tokenizer (`tokenizer_config.json`); 50 otherwise."""
+        import os
+
+        from kbert.io import read_json
+
+        path = os.fspath(path)
+        length = 50
+        options = os.path.join(path, "options.json")
+        saved = os.path.join(path, "tokenizer_config.json")
+        if os.path.exists(saved):
+            length = read_json(saved).get("max_characters_per_token", length)
+        elif os.path.exists(options):
+            length = read_json(options).get("char_cnn", {}).get("max_characters_per_token",
+                                                                length)
+        kwargs.pop("seq_length", None)  # words are not cut to a length
+        return cls(max_characters_per_token=int(length), **kwargs)

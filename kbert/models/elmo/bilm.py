@@ -206,6 +206,18 @@ class ELMo(keras.Model, EncoderModel):
     def num_layers(self) -> int:
         return self.config.num_layers
 
+    def features(self, inputs, training=None) -> dict:
+        """The interface's outputs: `sequence_output` is the top biLSTM layer;
+        `pooled_output` the mean of the top layer over real words (TF-Hub ELMo's
+        `default`, which averages the mixed layers; here without a mix)."""
+        out = self(inputs, training=training)
+        mask = tf.cast(out["padding_mask"], tf.float32)[:, :, None]
+        top = out["hidden_states"][-1]
+        pooled = tf.reduce_sum(top * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1),
+                                                                1.0)
+        return {"sequence_output": top, "hidden_states": out["hidden_states"],
+                "padding_mask": out["padding_mask"], "pooled_output": pooled}
+
     # ------------------------------------------------------------ states
     def _state_store(self):
         if self._states is None:
