@@ -16,9 +16,9 @@ import keras
 from kbert.io import atomic_file, read_json
 
 TASK_FILE = "kbert_task.json"
-TASKS = ("classifier", "squad", "ner", "embeddings", "generate")
+TASKS = ("classifier", "squad", "ner", "embeddings", "generate", "elmo")
 # Tasks exported from a model folder (no task run needed).
-MODEL_TASKS = ("generate",)
+MODEL_TASKS = ("generate", "elmo")
 
 
 def weights_only(model: keras.Model) -> keras.Model:
@@ -90,6 +90,17 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
     from kbert.export import saved_model
 
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
+    if task == "elmo":
+        from kbert.export.elmo_graph import export_elmo
+        from kbert.models.registry import family_of_folder
+
+        family = family_of_folder(model_dir)
+        if family.name != "elmo":
+            raise ValueError(f"{model_dir}: --task elmo needs an ELMo folder (options.json "
+                             f"and the weight .hdf5), this one holds a {family.name!r} model")
+        model = family.encoder_class.from_pretrained(model_dir)
+        return export_elmo(model, family.tokenizer_class.from_pretrained(model_dir),
+                           export_dir, serving_version=version)
     if task == "generate":
         from kbert.export.generate_graph import export_generate
         from kbert.models.gpt import GPTLanguageModel
