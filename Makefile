@@ -41,7 +41,7 @@ test: $(VENV)/.test
 
 # The edit-test loop: units and parity only, no trainings or fresh processes.
 test-fast: $(VENV)/.test
-	$(PY) -m pytest -q -m "not slow and not e2e and not subprocess"
+	$(PY) -m pytest -q -m "not slow and not e2e and not subprocess and not parity"
 
 test-all: $(VENV)/.test
 	$(PY) -m pytest -q -m ""
