@@ -1,6 +1,7 @@
 """ELMoConfig from bilm-tf's options.json, and ELMoCharTokenizer against bilm-tf's
-`Batcher` convention (written out below from bilm-tf's `UnicodeCharsVocabulary` and
-`Batcher`: bilm-tf itself is TF1 code that does not import on TensorFlow 2)."""
+`Batcher` convention, written out below from bilm-tf's `UnicodeCharsVocabulary` and
+`Batcher` (a port, not bilm-tf run: bilm-tf is not on PyPI, and its package imports its
+TF1 model code, which does not run on TensorFlow 2)."""
 
 from __future__ import annotations
 

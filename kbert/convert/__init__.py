@@ -5,11 +5,11 @@ A family hands its table to the converter (never the other way round): this pack
 knows no family's names. See `kbert.models.bert.checkpoints` for BERT's table.
 """
 
-from kbert.convert.readers import (read_hdf5, read_safetensors, read_tf_checkpoint,
-                                   read_torch_bin, read_weights_file)
+from kbert.convert.readers import (read_hdf5, read_hf_folder_weights, read_safetensors,
+                                   read_tf_checkpoint, read_torch_bin, read_weights_file)
 from kbert.convert.rules import (Rule, assign, concat, convert, identity, reorder_gates, split,
                                  transpose)
 
-__all__ = ["Rule", "assign", "concat", "convert", "identity", "read_hdf5", "read_safetensors",
-           "read_tf_checkpoint", "read_torch_bin", "read_weights_file", "reorder_gates", "split",
-           "transpose"]
+__all__ = ["Rule", "assign", "concat", "convert", "identity", "read_hdf5",
+           "read_hf_folder_weights", "read_safetensors", "read_tf_checkpoint",
+           "read_torch_bin", "read_weights_file", "reorder_gates", "split", "transpose"]

@@ -106,3 +106,15 @@ def read_weights_file(path: str) -> dict[str, np.ndarray]:
     if path.endswith((".hdf5", ".h5")):
         return read_hdf5(path)
     raise ValueError(f"{path}: unknown weights format (expected .safetensors, .bin, .hdf5)")
+
+
+def read_hf_folder_weights(folder: str) -> tuple[dict[str, np.ndarray], str]:
+    """A Hugging Face model folder's weights, as stored: `model.safetensors`, else
+    `pytorch_model.bin`. Returns (tensors by name, the file read)."""
+    for name, reader in (("model.safetensors", read_safetensors),
+                         ("pytorch_model.bin", read_torch_bin)):
+        path = os.path.join(folder, name)
+        if os.path.exists(path):
+            return reader(path), path
+    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+

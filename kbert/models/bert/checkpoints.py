@@ -89,14 +89,7 @@ def rules(canonical_names, fmt: str) -> list[convert.Rule]:
 def _hf_tensors(folder: str) -> tuple[dict, dict, str]:
     """A Hugging Face BERT's weights by normalized name (no `bert.` prefix, LayerNorm
     `weight`/`bias`), the names as stored, and the file read."""
-    st = os.path.join(folder, "model.safetensors")
-    pt = os.path.join(folder, "pytorch_model.bin")
-    if os.path.exists(st):
-        raw, source = convert.read_safetensors(st), st
-    elif os.path.exists(pt):
-        raw, source = convert.read_torch_bin(pt), pt
-    else:
-        raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+    raw, source = convert.read_hf_folder_weights(folder)
     tensors, display = {}, {}
     for key, value in raw.items():
         k = key.removeprefix("bert.")
