@@ -69,6 +69,43 @@ class EncoderModel:
         Families without one do nothing."""
 
 
+class TransformerSizes(EncoderModel):
+    """The interface's sizes read from a Transformer config with BERT's and GPT's
+    field names (`hidden_size`, `num_layers`, `dropout`, `initializer_range`,
+    `max_position_embeddings`) in `self.config`."""
+
+    @property
+    def hidden_size(self) -> int:
+        return self.config.hidden_size
+
+    @property
+    def num_layers(self) -> int:
+        return self.config.num_layers
+
+    @property
+    def dropout_rate(self) -> float:
+        return self.config.dropout
+
+    @property
+    def initializer_range(self) -> float:
+        return self.config.initializer_range
+
+    @property
+    def max_sequence_length(self) -> int:
+        return self.config.max_position_embeddings
+
+
+def dtype_from_config(config: dict):
+    """Pops the serialized dtype policy of a model's `get_config()` dict (a Keras
+    config dict or a name) and returns it deserialized."""
+    dtype = config.pop("dtype", None)
+    if isinstance(dtype, dict):
+        import keras
+
+        dtype = keras.saving.deserialize_keras_object(dtype)
+    return dtype
+
+
 def find_encoder(model):
     """The `EncoderModel` of `model`: the model itself or one of its layers; None if
     it has none."""

@@ -68,6 +68,12 @@ def bytes_to_unicode() -> dict[int, str]:
     return table
 
 
+def bpe_assets(vocabulary, merges) -> dict[str, str]:
+    """A BPE tokenizer's files in Hugging Face's layout: `vocab.json`, `merges.txt`."""
+    return {"vocab.json": json.dumps(dict(vocabulary), ensure_ascii=False),
+            "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in merges)}
+
+
 def read_merges(path: str) -> list[tuple[str, str]]:
     """`merges.txt` / `vocab.bpe`: a `#version` line, then one pair a line."""
     merges = []
@@ -460,9 +466,7 @@ class GPTTokenizer(Tokenizer):
 
     def assets(self) -> dict[str, str]:
         """`vocab.json` and `merges.txt` in Hugging Face's layout."""
-        return {"vocab.json": json.dumps(dict(self._vocabulary), ensure_ascii=False),
-                "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in
-                                                            self._merges)}
+        return bpe_assets(self._vocabulary, self._merges)
 
     def config(self) -> dict:
         return {"tokenizer_class": "GPTTokenizer", "model_max_length": self.seq_length,

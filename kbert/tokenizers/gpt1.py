@@ -11,7 +11,6 @@ deletes (see docs/fidelity.md). Symbols that are not in the vocabulary become `<
 
 from __future__ import annotations
 
-import json
 import os
 
 import tensorflow as tf
@@ -19,7 +18,7 @@ import tensorflow as tf
 from kbert.io import read_json
 from kbert.tokenizers.base import Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
-from kbert.tokenizers.gpt import _NO_RANK, merge_rounds, read_merges
+from kbert.tokenizers.gpt import _NO_RANK, bpe_assets, merge_rounds, read_merges
 from kbert.tokenizers.packing import pack_decoder
 
 WORD_END = "</w>"
@@ -122,9 +121,7 @@ class GPT1Tokenizer(Tokenizer):
                    **kwargs)
 
     def assets(self) -> dict[str, str]:
-        return {"vocab.json": json.dumps(dict(self._vocabulary), ensure_ascii=False),
-                "merges.txt": "#version: 0.2\n" + "".join(f"{a} {b}\n"
-                                                            for a, b in self._merges)}
+        return bpe_assets(self._vocabulary, self._merges)
 
     def config(self) -> dict:
         return {"tokenizer_class": "GPT1Tokenizer", "unk_token": self.unk_token,

@@ -12,11 +12,11 @@ from kbert.layers.initializers import truncated_normal
 from kbert.layers.masks import padding_bias
 from kbert.layers.transformer import TransformerBlock
 from kbert.models.bert.config import BertConfig
-from kbert.models.interface import EncoderModel
+from kbert.models.interface import TransformerSizes, dtype_from_config
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertEncoder(keras.Model, EncoderModel):
+class BertEncoder(keras.Model, TransformerSizes):
     """BERT encoder (Devlin et al., 2019): embeddings, L post-LN blocks, tanh pooler.
 
     Inputs are a dict of int Tensors of shape [batch_size, seq_length]: `token_ids`,
@@ -85,26 +85,6 @@ class BertEncoder(keras.Model, EncoderModel):
     # ------------------------------------------------------------ model interface
     family = "bert"
 
-    @property
-    def hidden_size(self) -> int:
-        return self.config.hidden_size
-
-    @property
-    def num_layers(self) -> int:
-        return self.config.num_layers
-
-    @property
-    def dropout_rate(self) -> float:
-        return self.config.dropout
-
-    @property
-    def initializer_range(self) -> float:
-        return self.config.initializer_range
-
-    @property
-    def max_sequence_length(self) -> int:
-        return self.config.max_position_embeddings
-
     def sentence_encoder(self) -> "BertEncoder":
         """`with_output_range(1)`: a sentence head reads only the pooled [CLS] vector."""
         return self if self.output_range is not None else self.with_output_range(1)
@@ -131,9 +111,7 @@ class BertEncoder(keras.Model, EncoderModel):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        dtype = config.pop("dtype", None)
-        if isinstance(dtype, dict):
-            dtype = keras.saving.deserialize_keras_object(dtype)
+        dtype = dtype_from_config(config)
         return cls(config.pop("config"), dtype=dtype, **config)
 
     # ------------------------------------------------------------------ checkpoints

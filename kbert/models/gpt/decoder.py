@@ -13,7 +13,7 @@ from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask
 from kbert.layers.transformer import TransformerBlock
 from kbert.models.gpt.config import GPTConfig
-from kbert.models.interface import EncoderModel
+from kbert.models.interface import TransformerSizes, dtype_from_config
 
 
 def positions_from_mask(padding_mask):
@@ -26,7 +26,7 @@ def positions_from_mask(padding_mask):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class GPTDecoder(keras.Model, EncoderModel):
+class GPTDecoder(keras.Model, TransformerSizes):
     """The GPT Transformer decoder: token + learned position embeddings, L blocks of
     masked (causal) self-attention, and, for GPT-2, a final LayerNorm.
 
@@ -82,26 +82,6 @@ class GPTDecoder(keras.Model, EncoderModel):
 
     # ------------------------------------------------------------ model interface
     family = "gpt"
-
-    @property
-    def hidden_size(self) -> int:
-        return self.config.hidden_size
-
-    @property
-    def num_layers(self) -> int:
-        return self.config.num_layers
-
-    @property
-    def dropout_rate(self) -> float:
-        return self.config.dropout
-
-    @property
-    def initializer_range(self) -> float:
-        return self.config.initializer_range
-
-    @property
-    def max_sequence_length(self) -> int:
-        return self.config.max_position_embeddings
 
     def features(self, inputs, training=None) -> dict:
         """Adds `pooled_output`: the state at each row's last real token (the GPT
@@ -183,9 +163,7 @@ class GPTDecoder(keras.Model, EncoderModel):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        dtype = config.pop("dtype", None)
-        if isinstance(dtype, dict):
-            dtype = keras.saving.deserialize_keras_object(dtype)
+        dtype = dtype_from_config(config)
         return cls(config.pop("config"), dtype=dtype, **config)
 
     # ------------------------------------------------------------------ checkpoints
@@ -267,9 +245,7 @@ class GPTLanguageModel(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        dtype = config.pop("dtype", None)
-        if isinstance(dtype, dict):
-            dtype = keras.saving.deserialize_keras_object(dtype)
+        dtype = dtype_from_config(config)
         return cls(config.pop("decoder"), dtype=dtype, **config)
 
     @classmethod

@@ -173,10 +173,10 @@ def generate_ids(lm, token_ids, padding_mask, max_new_tokens, sampler="greedy",
     if int(max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens}: must be at least 1")
     limit = lm.config.max_position_embeddings
-    if int(tf.reduce_max(tf.reduce_sum(mask, axis=1))) + int(max_new_tokens) > limit:
-        raise ValueError(f"a prompt of {int(tf.reduce_max(tf.reduce_sum(mask, axis=1)))} "
-                         f"tokens + max_new_tokens={max_new_tokens} exceeds the model's "
-                         f"{limit} positions")
+    longest = int(tf.reduce_max(tf.reduce_sum(mask, axis=1)))
+    if longest + int(max_new_tokens) > limit:
+        raise ValueError(f"a prompt of {longest} tokens + max_new_tokens={max_new_tokens} "
+                         f"exceeds the model's {limit} positions")
     run = generate_function(lm, sampler, temperature, top_k, top_p, end_token_id)
     return run(ids, mask, tf.constant(int(max_new_tokens), tf.int32), _seed(seed))
 
