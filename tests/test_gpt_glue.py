@@ -87,7 +87,7 @@ def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokeni
     folder = synthetic_paraphrase(str(tmp_path))
     out, export = tmp_path / "out", tmp_path / "serving" / "para" / "1"
     assert cli.main(["--task", "mrpc", "--model", "gpt", "--init_from", str(tmp_path / "gpt"),
-                     "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "16",
+                     "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "20",
                      "--num_train_epochs", "15", "--learning_rate", "1e-3",
                      "--steps_per_loop", "500", "--do_predict",
                      "--export_dir", str(export)]) == 0
@@ -100,7 +100,7 @@ def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokeni
     fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
                                      "text_b": [b for _, b in pairs]}])
     served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
-    x = loaded([a for a, _ in pairs], [b for _, b in pairs], seq_length=16)
+    x = loaded([a for a, _ in pairs], [b for _, b in pairs], seq_length=20)
     want = tf.nn.softmax(model(x)["logits"], axis=-1).numpy()
     np.testing.assert_allclose(served, want, atol=1e-5)
     assert fresh["results"][0]["label"]["value"] == ["1", "0"]
