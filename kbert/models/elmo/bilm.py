@@ -191,6 +191,7 @@ class ELMo(keras.Model, EncoderModel):
         marks = np.array([mark_word(BOS_CHAR, config.max_characters_per_token),
                           mark_word(EOS_CHAR, config.max_characters_per_token)]) + 1
         self._marks = tf.constant(marks, tf.int32)
+        self._dropout = keras.layers.Dropout(config.dropout, name="lstm_input_dropout")
         self._states = None
         if self.stateful:
             self._state_store()
@@ -217,6 +218,11 @@ class ELMo(keras.Model, EncoderModel):
                                                                 1.0)
         return {"sequence_output": top, "hidden_states": out["hidden_states"],
                 "padding_mask": out["padding_mask"], "pooled_output": pooled}
+
+    def keras_inputs(self) -> dict:
+        return {"char_ids": keras.Input((None, self.config.max_characters_per_token),
+                                        dtype="int32", name="char_ids"),
+                "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask")}
 
     # ------------------------------------------------------------ states
     def _state_store(self):
@@ -251,7 +257,13 @@ class ELMo(keras.Model, EncoderModel):
         is_eos = tf.equal(positions, (lengths + 1)[:, None])[:, :, None]
         return tf.where(is_eos, self._marks[1][None, None, :], padded)
 
-    def call(self, inputs, training=None):
+    def run_lms(self, inputs, training=None) -> dict:
+        """Both LMs over the sequences with their boundary words (T = W + 2 positions):
+        `tokens` [B, T, P], `forward` and `backward` (lists of each layer's states
+        [B, T, P], in reading order undone: position t is word t for both), `mask` bool
+        [B, T] (the boundaries and words of each row), `lengths` int [B] (words).
+        With `training`, dropout at `config.dropout` on every LSTM's input, as bilm-tf's
+        `DropoutWrapper` (the residual connection adds the dropped input)."""
         char_ids = tf.cast(inputs["char_ids"], tf.int32)
         word_mask = tf.cast(inputs["padding_mask"], tf.int32)
         lengths = tf.reduce_sum(word_mask, axis=1)  # words, without the boundaries
@@ -273,6 +285,7 @@ class ELMo(keras.Model, EncoderModel):
                 else:
                     init = (tf.zeros([b, self.config.lstm_dim], x.dtype),
                             tf.zeros([b, layer.output_dim], x.dtype))
+                x = self._dropout(x, training=training)
                 out, (c_last, m_last) = layer(x, mask, init)
                 if states is not None:
                     c_store.assign(tf.concat([c_last, c_store[b:]], axis=0))
@@ -284,14 +297,20 @@ class ELMo(keras.Model, EncoderModel):
                 per_layer.append(out if direction == "forward" else tf.reverse_sequence(
                     out, full, seq_axis=1, batch_axis=0))
             outputs[direction] = per_layer
+        return {"tokens": tokens, "forward": outputs["forward"],
+                "backward": outputs["backward"], "mask": mask, "lengths": lengths}
+
+    def call(self, inputs, training=None):
+        run = self.run_lms(inputs, training=training)
+        tokens, mask = run["tokens"], run["mask"]
         layers = [tf.concat([tokens, tokens], axis=-1)] + [
-            tf.concat([f, bw], axis=-1)
-            for f, bw in zip(outputs["forward"], outputs["backward"])]
+            tf.concat([f, bw], axis=-1) for f, bw in zip(run["forward"], run["backward"])]
         if self.keep_boundaries:
             real = tf.cast(mask, layers[0].dtype)[:, :, None]
             return {"hidden_states": [h * real for h in layers],
                     "padding_mask": tf.cast(mask, tf.int32)}
-        width = tf.shape(char_ids)[1]
+        word_mask = tf.cast(inputs["padding_mask"], tf.int32)
+        width = tf.shape(word_mask)[1]
         real = tf.cast(word_mask, layers[0].dtype)[:, :, None]
         return {"hidden_states": [h[:, 1:width + 1] * real for h in layers],
                 "padding_mask": word_mask}

@@ -35,6 +35,7 @@ class ELMoConfig(ModelConfig):
     num_characters: int = 262  # char_cnn.n_characters: 256 bytes, 5 marks, +1 shift
     max_characters_per_token: int = 50  # char_cnn.max_characters_per_token
     activation: str = "relu"  # char_cnn.activation: "relu" or "tanh"
+    dropout: float = 0.1  # dropout: on each LSTM's input and the top outputs, in training
 
     family: ClassVar[str] = "elmo"
     PRESETS: ClassVar[dict[str, dict]] = {
@@ -53,6 +54,8 @@ class ELMoConfig(ModelConfig):
             raise ValueError(f"ELMoConfig.max_characters_per_token="
                              f"{self.max_characters_per_token}: needs room for the "
                              "begin-of-word and end-of-word marks and a byte")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"ELMoConfig.dropout={self.dropout}: use 0 <= dropout < 1")
         if self.num_layers < 1:
             raise ValueError(f"ELMoConfig.num_layers={self.num_layers}: at least 1")
 
@@ -90,7 +93,8 @@ class ELMoConfig(ModelConfig):
                    filters=tuple(tuple(f) for f in cnn["filters"]),
                    num_highway=cnn["n_highway"], num_characters=cnn["n_characters"],
                    max_characters_per_token=cnn["max_characters_per_token"],
-                   activation=cnn.get("activation", "relu"))
+                   activation=cnn.get("activation", "relu"),
+                   dropout=float(d.get("dropout", 0.1)))
 
     def to_reference_dict(self) -> dict[str, Any]:
         """bilm-tf's `options.json` layout."""
@@ -103,4 +107,5 @@ class ELMoConfig(ModelConfig):
                              "n_highway": self.num_highway,
                              "n_characters": self.num_characters,
                              "max_characters_per_token": self.max_characters_per_token,
-                             "activation": self.activation}}
+                             "activation": self.activation},
+                "dropout": self.dropout}
