@@ -84,7 +84,8 @@ def test_config_reads_and_writes_options_json(tmp_path):
     config = ELMoConfig.from_json_file(tmp_path / "options.json")
     assert config == ELMoConfig.preset("original")
     assert config.num_filters == 2048 and config.filters == PUBLISHED_FILTERS
-    assert config.to_reference_dict() == {**options, "lstm": {**options["lstm"]}}
+    # bilm-tf's training options add "dropout" (0.1 when absent, as bilm-tf's default).
+    assert config.to_reference_dict() == {**options, "lstm": {**options["lstm"]}, "dropout": 0.1}
     assert ELMoConfig.from_dict(config.to_dict()) == config
     for name, (dim, proj, highway) in {"small": (1024, 128, 1), "medium": (2048, 256, 1),
                                        "original": (4096, 512, 2)}.items():

@@ -59,6 +59,11 @@ class EncoderModel:
         out.setdefault("padding_mask", inputs["padding_mask"])
         return out
 
+    def keras_inputs(self) -> dict:
+        """Symbolic `keras.Input`s of the encoder's input dict, for a functional head
+        (default: the functional encoder's own)."""
+        return self.input
+
     def sentence_encoder(self) -> "EncoderModel":
         """The encoder a sentence-level head should call: the same weights, possibly
         computing less (BERT's last layer on [CLS] only). Default: self."""

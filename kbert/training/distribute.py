@@ -88,7 +88,7 @@ def _tpu_strategy(tpu: str | None) -> tf.distribute.TPUStrategy:
     return tf.distribute.TPUStrategy(resolver)
 
 
-ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask", "char_ids")
 
 
 def trim_padding(features: dict, multiple: int = 32) -> dict:

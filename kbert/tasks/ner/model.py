@@ -86,7 +86,7 @@ def build_model(encoder, labels, mode: str = "finetune", layers: str = "concat_l
         raise ValueError(f"layers={layers!r} needs 4 layers; the encoder has "
                          f"{encoder.num_layers}")
     rate = encoder.dropout_rate if dropout is None else dropout
-    inputs = encoder.input
+    inputs = encoder.keras_inputs()
     init = truncated_normal(encoder.initializer_range)
     if mode == "finetune":
         x = encoder.features(inputs)["sequence_output"]
