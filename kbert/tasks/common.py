@@ -22,14 +22,19 @@ from kbert.tokenizers.base import Tokenizer
 logger = logging.getLogger(__name__)
 
 
+MODEL_HELP = {"gpt": "gpt fine-tunes as the GPT paper and needs --init_from a GPT folder",
+              "elmo": "elmo trains a head on a frozen biLM (feature-based, as the ELMo paper) "
+                      "and needs --init_from an ELMo folder"}
+
+
 def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: int,
-                    init_help: str = "", position_init: str = "normal"
-                    ) -> argparse._ArgumentGroup:
+                    init_help: str = "", position_init: str = "normal",
+                    models: tuple = ("bert", "gpt")) -> argparse._ArgumentGroup:
     group = parser.add_argument_group("model")
-    group.add_argument("--model", default=None, choices=["bert", "gpt"],
+    group.add_argument("--model", default=None, choices=list(models),
                        help="model family (default: the family of --init_from, or BERT from "
-                            "scratch); gpt fine-tunes as the GPT paper and needs --init_from "
-                            "a GPT folder")
+                            "scratch); " + "; ".join(MODEL_HELP[m] for m in models
+                                                     if m in MODEL_HELP))
     group.add_argument("--init_from", help="a model folder (kbert, Hugging Face or Google "
                                            "BERT, with its vocabulary); none: train from "
                                            "scratch" + init_help)
@@ -193,6 +198,16 @@ def model_positions(init_from: str | None) -> int | None:
     return None
 
 
+def model_family(args) -> str:
+    """The family a task command runs: --model, else that of --init_from, else bert."""
+    if getattr(args, "model", None):
+        return args.model
+    init_from = getattr(args, "init_from", None)
+    if init_from and os.path.isdir(init_from):
+        return registry.family_of_folder(init_from).name
+    return "bert"
+
+
 def check_model_flag(args) -> None:
     """--model against --init_from: the same family, and GPT only from a folder."""
     model, init_from = getattr(args, "model", None), getattr(args, "init_from", None)
@@ -207,8 +222,10 @@ def check_model_flag(args) -> None:
                              "model")
     elif model != "bert":
         raise UsageError(f"--model {model} needs --init_from a {model} folder (kbert has no "
-                         f"{model} vocabulary to train one from scratch; e.g. Hugging Face's "
-                         "gpt2 or OpenAI's GPT-2 release)")
+                         f"{model} vocabulary to train one from scratch; e.g. " + (
+                             "Hugging Face's gpt2 or OpenAI's GPT-2 release)" if model == "gpt"
+                             else "a bilm-tf / AllenNLP ELMo folder, or one that "
+                                  "ELMoLanguageModel.save_pretrained wrote)"))
 
 
 def check_training_flags(args, specials: int = 2) -> None:

@@ -211,11 +211,12 @@ class ELMo(keras.Model, EncoderModel):
         """The interface's outputs: `sequence_output` is the top biLSTM layer;
         `pooled_output` the mean of the top layer over real words (TF-Hub ELMo's
         `default`, which averages the mixed layers; here without a mix)."""
+        from keras import ops
+
         out = self(inputs, training=training)
-        mask = tf.cast(out["padding_mask"], tf.float32)[:, :, None]
+        mask = ops.expand_dims(ops.cast(out["padding_mask"], "float32"), -1)
         top = out["hidden_states"][-1]
-        pooled = tf.reduce_sum(top * mask, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1),
-                                                                1.0)
+        pooled = ops.sum(top * mask, axis=1) / ops.maximum(ops.sum(mask, axis=1), 1.0)
         return {"sequence_output": top, "hidden_states": out["hidden_states"],
                 "padding_mask": out["padding_mask"], "pooled_output": pooled}
 

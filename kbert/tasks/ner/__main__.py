@@ -30,12 +30,13 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--test_file", help="test file (eng.testb)")
     data.add_argument("--tfds", action="store_true", help="read conll2003 from TFDS")
     model = add_model_flags(p, demo="4 layers, 128 wide", vocab_size=8000,
-                            init_help=" (cased models suit NER)")
-    model.add_argument("--mode", default="finetune", choices=["finetune", "feature"],
+                            init_help=" (cased models suit NER)", models=("bert", "elmo"))
+    model.add_argument("--mode", default=None, choices=["finetune", "feature"],
                        help="fine-tune the encoder, or freeze it and train a BiLSTM on its "
-                            "layers")
-    model.add_argument("--layers", default="concat_last4", choices=LAYER_CHOICES,
-                       help="feature mode: which hidden states feed the BiLSTM")
+                            "layers (default: finetune; feature for ELMo, its only mode)")
+    model.add_argument("--layers", default=None, choices=LAYER_CHOICES,
+                       help="feature mode: which hidden states feed the BiLSTM (default: "
+                            "concat_last4; scalar_mix for ELMo)")
     model.add_argument("--lstm_units", type=int, default=768,
                        help="feature mode: BiLSTM units per direction (2 layers)")
     train = p.add_argument_group("training")
@@ -49,12 +50,22 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     from kbert.cli import add_cli_flags, check_export_dir, run_command
-    from kbert.tasks.common import check_training_flags
+    from kbert.cli import UsageError
+    from kbert.tasks.common import check_training_flags, model_family
     from kbert.tasks.ner.run import run
 
     def validate(args):
-        check_training_flags(args, specials=2)
+        check_training_flags(args, specials=0 if model_family(args) == "elmo" else 2)
         check_export_dir(args.export_dir, args.overwrite)
+        if model_family(args) == "elmo":
+            if args.mode == "finetune":
+                raise UsageError("--mode finetune: ELMo is used feature-based (a frozen "
+                                 "biLM); leave --mode out or give feature")
+            if args.export_dir:
+                raise UsageError("--export_dir: the ner SavedModel takes BERT models only; "
+                                 "--model elmo runs write the task folder (model.keras)")
+            args.mode, args.layers = "feature", args.layers or "scalar_mix"
+        args.mode, args.layers = args.mode or "finetune", args.layers or "concat_last4"
 
     parser = _parser()
     add_cli_flags(parser)

@@ -37,6 +37,10 @@ class NerFeatures:
         return {"token_ids": self.token_ids, "segment_ids": self.segment_ids,
                 "padding_mask": self.padding_mask}
 
+    def dataset(self, tokenizer=None) -> tf.data.Dataset:
+        """Unbatched (inputs, {"logits": labels}) examples."""
+        return tf.data.Dataset.from_tensor_slices((self.inputs(), {"logits": self.labels}))
+
 
 def word_pieces(tokenizer, words: list[str], batch_size: int = 4096) -> list[list[int]]:
     """WordPiece ids of each word ([UNK] for a word with none)."""

@@ -45,9 +45,25 @@ def write_predictions(path, sentences, predictions) -> None:
             f.write("\n")
 
 
+def _is_elmo(tokenizer) -> bool:
+    from kbert.tokenizers.elmo import ELMoCharTokenizer
+
+    return isinstance(tokenizer, ELMoCharTokenizer)
+
+
+def make_features(tokenizer, sentences, seq_length, tags=None, labels=None):
+    """WordPiece windows (`NerFeatures`), or word windows for ELMo (`WordWindows`)."""
+    if _is_elmo(tokenizer):
+        from kbert.tasks.ner.elmo import word_windows
+
+        return word_windows(sentences, seq_length, tags, labels)
+    return convert_sentences(sentences, tokenizer, seq_length, tags, labels)
+
+
 def predict_tags(model, tokenizer, sentences, labels, seq_length, batch_size=64):
-    features = convert_sentences([s.words for s in sentences], tokenizer, seq_length)
-    logits = model.predict(features.inputs(), batch_size=batch_size, verbose=0)["logits"]
+    features = make_features(tokenizer, [s.words for s in sentences], seq_length)
+    inputs = features.dataset(tokenizer).map(lambda x, y: x).batch(batch_size)
+    logits = model.predict(inputs, verbose=0)["logits"]
     return word_predictions(features, np.argmax(logits, axis=-1), labels)
 
 
@@ -62,17 +78,19 @@ def run(args) -> dict:
     tokenizer = build_tokenizer([" ".join(s.words) for s in train],
                                 **tokenizer_options(args, default_lowercase=False))
     seq = args.max_seq_length
-    features = convert_sentences([s.words for s in train], tokenizer, seq,
-                                 [s.tags for s in train], labels)
-    n_windows, n_sentences = len(features.token_ids), len(train)
+    elmo = _is_elmo(tokenizer)
+    features = make_features(tokenizer, [s.words for s in train], seq,
+                             [s.tags for s in train], labels)
+    n_windows, n_sentences = len(features.labels), len(train)
     if n_windows > n_sentences:
-        logger.info("%d training sentences longer than %d pieces were split into windows",
-                    n_windows - n_sentences, seq - 2)
+        logger.info("%d training sentences longer than %d %s were split into windows",
+                    n_windows - n_sentences, seq if elmo else seq - 2,
+                    "words" if elmo else "pieces")
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
         max(1, int(args.num_train_epochs * n_windows / batch)), args.steps_per_loop,
         args.steps_per_execution)
-    ds = tf.data.Dataset.from_tensor_slices((features.inputs(), {"logits": features.labels}))
+    ds = features.dataset(tokenizer)
     # Padded pieces carry label -1, which the loss ignores: cutting them is the same loss.
     trim = trim_multiple(args.trim_padding, runtime.strategy, args.max_seq_length)
     ds = training.finalize_dataset(ds, batch, training=True, seed=args.seed, trim=trim,
