@@ -27,14 +27,28 @@ logger = logging.getLogger(__name__)
 DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
 
 
-def build_model(encoder, task, tokenizer=None) -> keras.Model:
+def _is_elmo(tokenizer) -> bool:
+    from kbert.tokenizers.elmo import ELMoCharTokenizer
+
+    return isinstance(tokenizer, ELMoCharTokenizer)
+
+
+def build_model(encoder, task, tokenizer=None, lstm_units: int | None = None) -> keras.Model:
     """The task's head on `encoder`: {"logits"} for classification, {"score"} for STS-B.
 
     A GPT decoder is fine-tuned as the GPT paper does (`kbert.tasks.glue.gpt`): its
     token table grows to the tokenizer's task tokens, the head reads the extract
     token's state (both orders summed for similarity tasks), and an auxiliary LM loss
-    is added."""
+    is added. ELMo is used feature-based (`kbert.tasks.glue.elmo`): frozen, its mixed
+    layers read by a BiLSTM with `lstm_units` per direction."""
     task = get_task(task)
+    if getattr(encoder, "family", None) == "elmo":
+        from kbert.tasks.glue.elmo import DEFAULT_LSTM_UNITS, build_elmo_classifier
+
+        encoder.trainable = False
+        return build_elmo_classifier(encoder, task.num_labels, regression=task.is_regression,
+                                     pair=task.is_pair,
+                                     lstm_units=lstm_units or DEFAULT_LSTM_UNITS)
     if getattr(encoder, "family", None) == "gpt":
         from kbert.tasks.glue.gpt import build_gpt_classifier
 
@@ -49,7 +63,12 @@ def build_model(encoder, task, tokenizer=None) -> keras.Model:
 
 def encode(task: GlueTask, tokenizer, examples, seq_length: int, batch_size: int = 512):
     """Examples -> the encoder's input arrays (the tokenizer's packing, whatever the
-    family); logs how many were cut to `seq_length`."""
+    family; for ELMo, the texts and word masks: `kbert.tasks.glue.elmo`); logs how many
+    were cut to `seq_length`."""
+    if _is_elmo(tokenizer):
+        from kbert.tasks.glue.elmo import encode_texts
+
+        return encode_texts(task, examples, seq_length)
     if task.is_pair and not tokenizer.supports_pairs:
         raise ValueError(f"GLUE {task.name} is a sentence-pair task; "
                          f"{type(tokenizer).__name__} packs single texts only")
@@ -83,11 +102,24 @@ def label_array(task: GlueTask, examples) -> np.ndarray:
     return np.array([ids[e.label] for e in examples], np.int32)
 
 
-def predict(model, task: GlueTask, inputs, batch_size: int, trim: int = 0):
+def examples_dataset(tokenizer, x, y=None, seq_length: int | None = None):
+    """Unbatched examples of encoded inputs (and labels); for ELMo, with the character
+    ids made in the pipeline."""
+    data = tf.data.Dataset.from_tensor_slices(x if y is None else (x, y))
+    if _is_elmo(tokenizer):
+        from kbert.tasks.glue.elmo import char_inputs
+
+        data = data.map(char_inputs(tokenizer, seq_length), num_parallel_calls=tf.data.AUTOTUNE,
+                        deterministic=True)
+    return data
+
+
+def predict(model, task: GlueTask, inputs, batch_size: int, trim: int = 0, tokenizer=None,
+            seq_length: int | None = None):
     """Label strings (classification) or floats (regression) for encoded inputs, in
     their order; with `trim`, each batch's trailing padding is cut first
     (`training.trim_padding`)."""
-    data = tf.data.Dataset.from_tensor_slices(inputs).batch(batch_size)
+    data = examples_dataset(tokenizer, inputs, seq_length=seq_length).batch(batch_size)
     if trim:
         data = data.map(lambda x: training.trim_padding(x, trim))
     out = model.predict(data, verbose=0)
@@ -147,7 +179,8 @@ def predict_ax(args) -> dict:
     inputs = encode(ax, tokenizer, examples, settings["seq_length"])
     path = os.path.join(args.output_dir, "AX.tsv")
     write_submission(path, ax, examples, predict(model, ax, inputs, args.predict_batch_size,
-                                                 args.trim_padding))
+                                                 args.trim_padding, tokenizer,
+                                                 settings["seq_length"]))
     logger.info("wrote %s (%d rows)", path, len(examples))
     return {"ax_rows": len(examples)}
 
@@ -189,7 +222,7 @@ def run(args) -> dict:
     total_steps, steps_per_loop = training.whole_loops(
         max(1, int(args.num_train_epochs * len(train) / batch)), args.steps_per_loop,
         args.steps_per_execution)
-    data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
+    data = training.finalize_dataset(examples_dataset(tokenizer, x, y, seq), batch,
                                      training=True, seed=args.seed, trim=trim)
     if task.is_regression:
         loss, metrics = {"score": keras.losses.MeanSquaredError()}, None
@@ -198,7 +231,7 @@ def run(args) -> dict:
         metrics = {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
     model = runtime.build(
         lambda: build_model(build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG)),
-                            task, tokenizer),
+                            task, tokenizer, getattr(args, "lstm_units", None)),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)
@@ -212,7 +245,7 @@ def run(args) -> dict:
     results = {}
     for split, examples in dev.items():
         predictions = predict(model, task, encode(task, tokenizer, examples, seq),
-                              args.predict_batch_size, trim)
+                              args.predict_batch_size, trim, tokenizer, seq)
         metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
         suffix = "" if split in ("dev", "dev_matched") else "_mm"
         results.update({f"{k}{suffix}": v for k, v in metrics_.items()})
@@ -220,7 +253,8 @@ def run(args) -> dict:
     for split, examples in test.items():
         path = os.path.join(args.output_dir, task.submission[split])
         write_submission(path, task, examples, predict(
-            model, task, encode(task, tokenizer, examples, seq), args.predict_batch_size, trim))
+            model, task, encode(task, tokenizer, examples, seq), args.predict_batch_size, trim,
+            tokenizer, seq))
         logger.info("wrote %s (%d rows)", path, len(examples))
     settings = dict(labels=list(task.labels) if task.labels else None, pair=task.is_pair,
                     seq_length=seq, regression=task.is_regression)

@@ -65,6 +65,8 @@ def main(argv=None) -> int:
                 raise UsageError("--export_dir: the ner SavedModel takes BERT models only; "
                                  "--model elmo runs write the task folder (model.keras)")
             args.mode, args.layers = "feature", args.layers or "scalar_mix"
+        if args.lstm_units < 1:
+            raise UsageError(f"--lstm_units {args.lstm_units}: must be at least 1")
         args.mode, args.layers = args.mode or "finetune", args.layers or "concat_last4"
 
     parser = _parser()
