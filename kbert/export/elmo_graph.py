@@ -48,6 +48,9 @@ def export_elmo(model, tokenizer, export_dir: str, mix: ScalarMix | None = None,
     if model.stateful:
         raise ValueError("export a stateless ELMo (stateful=False): a served model must "
                          "not carry states from one request into another")
+    if model.token_table is not None:
+        raise ValueError("export a character-mode ELMo: the elmo signature reads any "
+                         "word; a token-mode ELMo knows only its word list")
     if mix is None:
         mix = ScalarMix(model.num_layers + 1, name="elmo_mix")
         mix([tf.zeros([1, 1, model.hidden_size])] * (model.num_layers + 1))

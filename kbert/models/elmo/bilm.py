@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from kbert.models.elmo.config import ELMoConfig
 from kbert.models.interface import EncoderModel
-from kbert.tokenizers.elmo import BOS_CHAR, EOS_CHAR, mark_word
+from kbert.tokenizers.elmo import BOS_CHAR, BOS_WORD, EOS_CHAR, EOS_WORD, mark_word
 
 
 class CharacterEncoder(keras.layers.Layer):
@@ -168,10 +168,17 @@ class ELMo(keras.Model, EncoderModel):
         max_batch_size: rows of the state store.
         keep_boundaries: also return the sentence-begin and -end positions
             (W + 2 positions, the boundaries of each row at 0 and its length + 1).
+        token_vocab_size, bos_token_id, eos_token_id: bilm-tf's token mode (made by
+            `with_token_table`): the input is `token_ids` [B, W] (a word vocabulary's
+            ids + 1, 0 for padding) and the token layer is a fixed table of the
+            character CNN's vectors of the vocabulary's words, row 0 zeros; the
+            sentence marks are the given ids.
     """
 
     def __init__(self, config: ELMoConfig | dict, stateful: bool = False,
-                 max_batch_size: int = 128, keep_boundaries: bool = False, **kwargs):
+                 max_batch_size: int = 128, keep_boundaries: bool = False,
+                 token_vocab_size: int | None = None, bos_token_id: int | None = None,
+                 eos_token_id: int | None = None, **kwargs):
         super().__init__(**kwargs)
         if isinstance(config, dict):
             config = ELMoConfig.from_dict(config)
@@ -192,6 +199,16 @@ class ELMo(keras.Model, EncoderModel):
                           mark_word(EOS_CHAR, config.max_characters_per_token)]) + 1
         self._marks = tf.constant(marks, tf.int32)
         self._dropout = keras.layers.Dropout(config.dropout, name="lstm_input_dropout")
+        self.token_vocab_size = token_vocab_size
+        self.token_marks = None
+        self.token_table = None
+        if token_vocab_size is not None:
+            if bos_token_id is None or eos_token_id is None:
+                raise ValueError("token mode needs bos_token_id and eos_token_id")
+            self.token_marks = (int(bos_token_id), int(eos_token_id))
+            self.token_table = keras.layers.Embedding(
+                token_vocab_size + 1, config.projection_dim, trainable=False,
+                embeddings_initializer="zeros", name="token_embedding")
         self._states = None
         if self.stateful:
             self._state_store()
@@ -221,6 +238,9 @@ class ELMo(keras.Model, EncoderModel):
                 "padding_mask": out["padding_mask"], "pooled_output": pooled}
 
     def keras_inputs(self) -> dict:
+        if self.token_table is not None:
+            return {"token_ids": keras.Input((None,), dtype="int32", name="token_ids"),
+                    "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask")}
         return {"char_ids": keras.Input((None, self.config.max_characters_per_token),
                                         dtype="int32", name="char_ids"),
                 "padding_mask": keras.Input((None,), dtype="int32", name="padding_mask")}
@@ -258,6 +278,14 @@ class ELMo(keras.Model, EncoderModel):
         is_eos = tf.equal(positions, (lengths + 1)[:, None])[:, :, None]
         return tf.where(is_eos, self._marks[1][None, None, :], padded)
 
+    def _with_boundary_ids(self, token_ids, lengths):
+        """Token mode: [B, W] ids -> [B, W + 2] with the <S> and </S> ids."""
+        bos, eos = self.token_marks
+        b = tf.shape(token_ids)[0]
+        padded = tf.concat([tf.fill([b, 1], bos), token_ids, tf.zeros([b, 1], tf.int32)], 1)
+        positions = tf.range(tf.shape(padded)[1])[None, :]
+        return tf.where(tf.equal(positions, (lengths + 1)[:, None]), eos, padded)
+
     def run_lms(self, inputs, training=None) -> dict:
         """Both LMs over the sequences with their boundary words (T = W + 2 positions):
         `tokens` [B, T, P], `forward` and `backward` (lists of each layer's states
@@ -265,13 +293,16 @@ class ELMo(keras.Model, EncoderModel):
         [B, T] (the boundaries and words of each row), `lengths` int [B] (words).
         With `training`, dropout at `config.dropout` on every LSTM's input, as bilm-tf's
         `DropoutWrapper` (the residual connection adds the dropped input)."""
-        char_ids = tf.cast(inputs["char_ids"], tf.int32)
         word_mask = tf.cast(inputs["padding_mask"], tf.int32)
         lengths = tf.reduce_sum(word_mask, axis=1)  # words, without the boundaries
-        ids = self._with_boundaries(char_ids, lengths)  # (B, T = W + 2, C)
+        if self.token_table is not None:
+            ids = self._with_boundary_ids(tf.cast(inputs["token_ids"], tf.int32), lengths)
+            tokens = self.token_table(ids)  # (B, T = W + 2, P)
+        else:
+            ids = self._with_boundaries(tf.cast(inputs["char_ids"], tf.int32), lengths)
+            tokens = self.char_encoder(ids)  # (B, T = W + 2, P)
         full = lengths + 2
         mask = tf.sequence_mask(full, tf.shape(ids)[1])  # (B, T)
-        tokens = self.char_encoder(ids)  # (B, T, P)
         b = tf.shape(ids)[0]
         outputs = {}
         states = self._state_store() if self.stateful else None
@@ -320,7 +351,9 @@ class ELMo(keras.Model, EncoderModel):
         return {"config": self.config.to_dict(), "stateful": self.stateful,
                 "max_batch_size": self.max_batch_size,
                 "keep_boundaries": self.keep_boundaries, "name": self.name,
-                "trainable": self.trainable}
+                "trainable": self.trainable, "token_vocab_size": self.token_vocab_size,
+                "bos_token_id": self.token_marks and self.token_marks[0],
+                "eos_token_id": self.token_marks and self.token_marks[1]}
 
     @classmethod
     def from_config(cls, config):
@@ -354,10 +387,58 @@ class ELMo(keras.Model, EncoderModel):
             c = self.config
             stateful, self.stateful = self.stateful, False
             try:
-                self({"char_ids": tf.zeros([1, 1, c.max_characters_per_token], tf.int32),
-                      "padding_mask": tf.ones([1, 1], tf.int32)})
+                if self.token_table is not None:
+                    self.char_encoder.build()  # kept: bilm-tf's weight file has it
+                    self({"token_ids": tf.zeros([1, 1], tf.int32),
+                          "padding_mask": tf.ones([1, 1], tf.int32)})
+                else:
+                    self({"char_ids": tf.zeros([1, 1, c.max_characters_per_token], tf.int32),
+                          "padding_mask": tf.ones([1, 1], tf.int32)})
             finally:
                 self.stateful = stateful
+
+    # ------------------------------------------------------------ token mode
+    def token_embeddings(self, words, batch_size: int = 1024) -> np.ndarray:
+        """The character CNN's vectors of `words` [len(words), P]: the rows of bilm-tf's
+        `dump_token_embeddings` (`<S>` and `</S>` give the sentence marks' vectors)."""
+        from kbert.tokenizers.elmo import ELMoCharTokenizer
+
+        self._ensure_built()
+        tokenizer = ELMoCharTokenizer(self.config.max_characters_per_token)
+        out = [np.zeros((0, self.config.projection_dim), np.float32)]
+        for i in range(0, len(words), batch_size):
+            chunk = tf.constant(list(words[i:i + batch_size]))
+            single = tf.RaggedTensor.from_row_lengths(chunk, tf.ones_like(chunk, tf.int64))
+            ids = tokenizer(single)["char_ids"]  # (n, 1, C)
+            out.append(np.asarray(self.char_encoder(ids))[:, 0].astype(np.float32))
+        return np.concatenate(out)
+
+    def with_token_table(self, words, embeddings=None) -> "ELMo":
+        """bilm-tf's token mode: an `ELMo` with these LSTM (and CNN) weights whose input
+        is the ids + 1 of `words` (a `WordVocabulary`'s words, with `<S>` and `</S>`),
+        its token layer the table of `token_embeddings(words)`, or of `embeddings`
+        (bilm-tf's `embedding` dataset, [len(words), P]), fixed."""
+        words = list(getattr(words, "words", words))
+        for mark in (BOS_WORD, EOS_WORD):
+            if mark not in words:
+                raise ValueError(f"token mode: the vocabulary has no {mark}")
+        table = self.token_embeddings(words) if embeddings is None else np.asarray(
+            embeddings, np.float32)
+        if table.shape != (len(words), self.config.projection_dim):
+            raise ValueError(f"token embeddings of shape {table.shape}: expected "
+                             f"({len(words)}, {self.config.projection_dim})")
+        model = ELMo(self.config, stateful=self.stateful, max_batch_size=self.max_batch_size,
+                     keep_boundaries=self.keep_boundaries, token_vocab_size=len(words),
+                     bos_token_id=words.index(BOS_WORD) + 1,
+                     eos_token_id=words.index(EOS_WORD) + 1)
+        model._ensure_built()
+        self._ensure_built()
+        targets = model.weight_map()
+        for name, var in self.weight_map().items():
+            targets[name].assign(var)
+        model.token_table.embeddings.assign(
+            np.concatenate([np.zeros((1, table.shape[1]), np.float32), table]))
+        return model
 
     @classmethod
     def from_pretrained(cls, path, stateful: bool = False, **kwargs) -> "ELMo":
