@@ -133,3 +133,26 @@ def test_bilm_learns_a_generated_corpus(strategy, tmp_path):
     x = kbert.ELMoCharTokenizer(12)(["the cat sees the dog ."])
     for got, want in zip(loaded(x)["hidden_states"], lm.elmo(x)["hidden_states"]):
         np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6)
+
+
+@pytest.mark.e2e
+def test_docs_training_example_runs(tmp_path, monkeypatch):
+    """docs/elmo.md's training example, run as written except for its size: the `tiny`
+    preset for `small` and one epoch for ten, on the generated corpus."""
+    import pathlib
+    import re
+
+    page = pathlib.Path(__file__).resolve().parents[1] / "docs" / "elmo.md"
+    match = re.search(r"<!-- elmo-train-example -->\s*```python\n(.*?)```",
+                      page.read_text(encoding="utf-8"), re.S)
+    assert match, "docs/elmo.md lost its marked training example"
+    code = match.group(1)
+    assert 'preset("small")' in code and "epochs=10" in code
+    code = code.replace('preset("small")', 'preset("tiny")').replace("epochs=10", "epochs=1")
+    monkeypatch.chdir(tmp_path)
+    scope = {"sentences": _sentences(4000), "dev_sentences": _sentences(100, seed=1)}
+    exec(compile(code, str(page), "exec"), scope)
+    # 15 words: about 15 untrained; 10.4 after this one epoch of 32 Adagrad steps.
+    assert scope["dev"]["perplexity"] < 12, scope["dev"]
+    loaded = kbert.ELMo.from_pretrained(tmp_path / "my-elmo")
+    assert loaded.config.lstm_dim == kbert.ELMoConfig.preset("tiny").lstm_dim
