@@ -116,9 +116,10 @@ class LSTMLayer(keras.layers.Layer):
                            if c.projection_dim < c.lstm_dim else None)
         self.built = True
 
-    def step(self, x, c_prev, m_prev):
+    def step(self, xw, c_prev, m_prev):
+        """One time step; `xw` is the input's share of the gates (x @ W_0[:in] + B)."""
         cfg = self.config
-        z = tf.matmul(tf.concat([x, m_prev], axis=1), self.kernel) + self.bias
+        z = xw + tf.matmul(m_prev, self.kernel[self.input_dim:])
         i, j, f, o = tf.split(z, 4, axis=1)
         c = tf.sigmoid(f + 1.0) * c_prev + tf.sigmoid(i) * tf.tanh(j)
         if cfg.cell_clip:
@@ -132,21 +133,24 @@ class LSTMLayer(keras.layers.Layer):
 
     def call(self, x, mask, initial_state):
         """x [B, T, in], mask bool [B, T], initial_state (c [B, D], m [B, P]) ->
-        (outputs [B, T, P], (c, m) at each row's last step)."""
+        (outputs [B, T, P], (c, m) at each row's last step). The inputs' share of the
+        gates is one product over all steps; each step then multiplies only the previous
+        output (the same sum as TF1's product of the stacked [x, m], in another order)."""
         xs = tf.transpose(x, [1, 0, 2])  # (T, B, in)
         ms = tf.transpose(mask, [1, 0])  # (T, B)
+        xw = tf.tensordot(xs, self.kernel[:self.input_dim], axes=1) + self.bias  # (T, B, 4D)
 
         def scan_step(carry, inputs):
             c_prev, m_prev, _ = carry
-            x_t, mask_t = inputs
-            c, m = self.step(x_t, c_prev, m_prev)
+            xw_t, mask_t = inputs
+            c, m = self.step(xw_t, c_prev, m_prev)
             keep = mask_t[:, None]
             return (tf.where(keep, c, c_prev), tf.where(keep, m, m_prev),
                     tf.where(keep, m, tf.zeros_like(m)))
 
         c0, m0 = initial_state
         # T >= 2 always: every sequence has its begin and end words.
-        c_all, m_all, out = tf.scan(scan_step, (xs, ms),
+        c_all, m_all, out = tf.scan(scan_step, (xw, ms),
                                     initializer=(c0, m0, tf.zeros_like(m0)))
         return tf.transpose(out, [1, 0, 2]), (c_all[-1], m_all[-1])
 
