@@ -1,0 +1,1 @@
+"""`python -m kbert.tasks.pretrain`: pretraining data and pretraining."""
