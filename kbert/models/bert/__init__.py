@@ -5,6 +5,7 @@ import os
 from kbert.io import read_json
 from kbert.models.bert.config import BertConfig
 from kbert.models.bert.encoder import BertEncoder, init_sinusoidal_positions
+from kbert.models.bert.pretrainer import BertPretrainer
 from kbert.models.registry import Family, register_family
 from kbert.tokenizers.bert import BertTokenizer
 
@@ -24,4 +25,4 @@ def _recognizes(folder: str) -> bool:
 register_family(Family("bert", BertConfig, BertEncoder, BertTokenizer, recognizes=_recognizes,
                        aliases=("BertEncoder",)))
 
-__all__ = ["BertConfig", "BertEncoder", "init_sinusoidal_positions"]
+__all__ = ["BertConfig", "BertEncoder", "BertPretrainer", "init_sinusoidal_positions"]
