@@ -7,6 +7,7 @@ import pytest
 import kbert
 import kbert.layers
 from kbert.layers import masks
+from kbert.models.elmo.lm import ELMoLanguageModel
 from kbert.tasks.glue.model import ClassifierHead
 from kbert.tasks.squad.model import SpanHead
 from tests import harness
@@ -51,6 +52,8 @@ GOLDEN = {
     "GPTDecoder": (-3.68893, (0.912412, 0.848155, 0.669105)),
     "GPTLanguageModel": (-7.29315, (-2.80245, 5.53188, -0.174069)),
     "ELMo": (29.9171, (0.361594, 0.412092, 0.406815)),
+    "BertPretrainer": (8.89043, (1.21161, 3.41301, -2.61361)),
+    "ELMoLanguageModel": (-1.39474, (0.0108427, 0.00217283, -0.00679114)),
     "ClassifierHead": (9.41995, (2.03823, 1.91229, 1.52753)),
     "SpanHead": (-5.05309, (-1.4311, -0.893343, 1.03856)),
 }
@@ -94,6 +97,15 @@ CASES = [
                                           "padding_mask": MASK},
          lambda model, i: model(dict(i))["hidden_states"], [(2, 5, 12)] * 3,
          golden=GOLDEN["ELMo"], mixed_dtype="float32"),
+    Case(kbert.BertPretrainer, dict(encoder=BERT),
+         {"token_ids": IDS, "segment_ids": (IDS % 2).astype("int32"), "padding_mask": MASK,
+          "masked_lm_positions": np.array([[1, 2], [0, 2]], "int32")},
+         lambda model, i: model(dict(i)), {"mlm_logits": (2, 2, 13), "nsp_logits": (2, 2)},
+         golden=GOLDEN["BertPretrainer"], mixed_dtype="float32"),
+    Case(ELMoLanguageModel, dict(elmo=ELMO, vocab_size=11, bos_id=1, eos_id=0),
+         {"char_ids": CHARS * MASK[:, :, None], "padding_mask": MASK},
+         lambda model, i: [model(dict(i))["forward"], model(dict(i))["backward"]],
+         [(2, 7, 6), (2, 7, 6)], golden=GOLDEN["ELMoLanguageModel"], mixed_dtype="float32"),
     Case(ClassifierHead, dict(num_outputs=3, dropout=0.0), {"pooled": X[:, 0]},
          lambda layer, i: layer(i["pooled"]), (2, 3), golden=GOLDEN["ClassifierHead"],
          mixed_dtype="float32"),
@@ -107,7 +119,8 @@ IDS_ = [c.id + ("-pre_ln" if c.kwargs.get("norm_first") else "-post_ln"
 def test_every_public_layer_and_model_class_has_a_case():
     layer_classes = {getattr(kbert.layers, n) for n in kbert.layers.__all__
                      if isinstance(getattr(kbert.layers, n), type)}
-    model_classes = {kbert.BertEncoder, kbert.GPTDecoder, kbert.GPTLanguageModel, kbert.ELMo}
+    model_classes = {kbert.BertEncoder, kbert.BertPretrainer, kbert.GPTDecoder,
+                     kbert.GPTLanguageModel, kbert.ELMo, ELMoLanguageModel}
     covered = {c.cls for c in CASES}
     assert layer_classes | model_classes <= covered, (layer_classes | model_classes) - covered
 

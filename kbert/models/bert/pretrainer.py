@@ -78,16 +78,19 @@ class BertPretrainer(keras.Model):
     [B] or [B, 1]: the features `create_data` writes. Compile with an optimizer only.
     """
 
-    def __init__(self, encoder: BertEncoder, **kwargs):
+    def __init__(self, encoder: BertEncoder | dict, **kwargs):
         super().__init__(**kwargs)
+        if isinstance(encoder, dict):  # a BertConfig's fields
+            encoder = BertEncoder(encoder, dtype=kwargs.get("dtype"))
         self.encoder = encoder
         c = encoder.config
         self.activation = get_activation(c.hidden_act)
         init = truncated_normal(c.initializer_range)
         self.transform = keras.layers.Dense(c.hidden_size, kernel_initializer=init,
-                                            name="transform_dense")
+                                            dtype=encoder.dtype_policy, name="transform_dense")
         self.transform_norm = keras.layers.LayerNormalization(
-            epsilon=c.layer_norm_epsilon, name="transform_layer_norm")
+            epsilon=c.layer_norm_epsilon, dtype=encoder.dtype_policy,
+            name="transform_layer_norm")
         self.trackers = {name: _WeightedMean(name) for name in (
             "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
             "next_sentence_loss")}
@@ -97,12 +100,14 @@ class BertPretrainer(keras.Model):
         self.transform.build((None, c.hidden_size))
         self.transform_norm.build((None, c.hidden_size))
         self.output_bias = self.add_weight(name="output_bias", shape=(c.vocab_size,),
-                                           initializer="zeros", dtype="float32")
+                                           initializer="zeros", dtype="float32",
+                                           autocast=False)
         self.nsp_weights = self.add_weight(
             name="seq_relationship_weights", shape=(2, c.hidden_size),
-            initializer=truncated_normal(c.initializer_range), dtype="float32")
+            initializer=truncated_normal(c.initializer_range), dtype="float32",
+            autocast=False)
         self.nsp_bias = self.add_weight(name="seq_relationship_bias", shape=(2,),
-                                        initializer="zeros", dtype="float32")
+                                        initializer="zeros", dtype="float32", autocast=False)
         self.built = True
 
     @property

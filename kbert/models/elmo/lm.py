@@ -180,9 +180,11 @@ class ELMoLanguageModel(keras.Model):
             used 8192); 0, or a vocabulary no larger, trains with the full softmax.
     """
 
-    def __init__(self, elmo: ELMo, vocab_size: int, bos_id: int, eos_id: int,
+    def __init__(self, elmo: ELMo | dict, vocab_size: int, bos_id: int, eos_id: int,
                  num_sampled: int = 8192, **kwargs):
         super().__init__(**kwargs)
+        if isinstance(elmo, dict):  # an ELMoConfig's fields
+            elmo = ELMo(elmo)
         if elmo.stateful:
             raise ValueError("ELMoLanguageModel trains a stateless ELMo (stateful=False)")
         self.elmo = elmo
@@ -198,9 +200,9 @@ class ELMoLanguageModel(keras.Model):
         dim = min(c.projection_dim, c.lstm_dim)
         self.softmax_w = self.add_weight(
             name="softmax_W", shape=(self.vocab_size, dim), dtype="float32",
-            initializer=keras.initializers.RandomNormal(0.0, 1.0 / np.sqrt(dim)))
+            autocast=False, initializer=keras.initializers.RandomNormal(0.0, 1.0 / np.sqrt(dim)))
         self.softmax_b = self.add_weight(name="softmax_b", shape=(self.vocab_size,),
-                                         dtype="float32", initializer="zeros")
+                                         dtype="float32", initializer="zeros", autocast=False)
         self.elmo._ensure_built()
         self.built = True
 
