@@ -228,8 +228,9 @@ def check_model_flag(args) -> None:
                                   "ELMoLanguageModel.save_pretrained wrote)"))
 
 
-def check_training_flags(args, specials: int = 2) -> None:
-    """Batch sizes, epochs and the sequence length, before any work or file."""
+def check_training_flags(args, specials: int = 2, model_flag: bool = True) -> None:
+    """Batch sizes, epochs and the sequence length, before any work or file; with
+    `model_flag`, --model against --init_from (`check_model_flag`)."""
     for flag in ("train_batch_size", "predict_batch_size"):
         if getattr(args, flag, 1) < 1:
             raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
@@ -245,7 +246,8 @@ def check_training_flags(args, specials: int = 2) -> None:
     epochs = getattr(args, "num_train_epochs", None)
     if epochs is not None and not epochs > 0:
         raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")
-    check_model_flag(args)
+    if model_flag:
+        check_model_flag(args)
     seq = getattr(args, "max_seq_length", None)
     if seq is not None:
         if seq < specials + 1:

@@ -1,17 +1,24 @@
-"""`python -m kbert.tasks.pretrain create_data`: BERT's masked-LM and next-sentence
-pretraining TFRecords, exactly as Google's `create_pretraining_data.py` writes them (its
-flags and defaults; the same corpus, vocabulary and seed give the same records).
+"""`python -m kbert.tasks.pretrain`: pretrain BERT, GPT or ELMo, and make BERT's
+pretraining data.
 
     python -m kbert.tasks.pretrain create_data --input_file "corpus/*.txt" \\
         --output_file out/train-0.tfrecord,out/train-1.tfrecord \\
         --vocab_file uncased_L-12_H-768_A-12/vocab.txt --do_lower_case true
+    python -m kbert.tasks.pretrain --model bert --input_file "out/train-*.tfrecord" \\
+        --init_from uncased_L-12_H-768_A-12 --output_dir runs/pretrain
+    python -m kbert.tasks.pretrain --model bert --text_file corpus.txt --preset mini
+    python -m kbert.tasks.pretrain --model elmo --text_file corpus.txt --preset small
+    python -m kbert.tasks.pretrain --model gpt --text_file corpus.txt --init_from gpt2
 
-The corpus: one sentence a line, a blank line between documents.
+`create_data` is Google's `create_pretraining_data.py` (its flags and defaults; the same
+corpus, vocabulary and seed give the same records). Text corpora: one sentence a line,
+a blank line between documents. The pretrained folder is OUTPUT_DIR/model.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 
@@ -70,15 +77,98 @@ def create_data_main(argv) -> int:
     return 0
 
 
+def _train_parser() -> argparse.ArgumentParser:
+    from kbert.cli import parse_bool
+    from kbert.tasks.common import add_training_flags
+    from kbert.training import add_runtime_flags
+
+    p = argparse.ArgumentParser(prog="python -m kbert.tasks.pretrain",
+                                description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", required=True, choices=["bert", "gpt", "elmo"])
+    data = p.add_argument_group("data")
+    data.add_argument("--input_file", help="bert: create_data TFRecords (globs, "
+                                           "comma-separated)")
+    data.add_argument("--text_file", help="text (globs, comma-separated): one sentence a "
+                                          "line, blank lines between documents")
+    data.add_argument("--vocab_file", help="bert with --input_file and no --init_from: the "
+                                           "vocab.txt create_data used")
+    model = p.add_argument_group("model")
+    model.add_argument("--init_from", help="continue from this folder (Google, Hugging Face "
+                                           "or kbert BERT; a GPT folder; an ELMo folder)")
+    model.add_argument("--from_scratch", action="store_true",
+                       help="gpt: new weights of --init_from's config (its tokenizer kept)")
+    model.add_argument("--preset", default=None,
+                       help="from scratch: BertConfig preset (default mini) or ELMoConfig "
+                            "preset (default small)")
+    model.add_argument("--vocab_size", type=int, default=8000,
+                       help="from scratch: WordPiece vocabulary (bert) or words (elmo) "
+                            "learned from --text_file")
+    model.add_argument("--do_lower_case", type=parse_bool, default=None, metavar="true|false")
+    model.add_argument("--max_predictions_per_seq", type=int, default=20)
+    model.add_argument("--masked_lm_prob", type=float, default=0.15)
+    model.add_argument("--do_whole_word_mask", type=parse_bool, default=False,
+                       metavar="true|false")
+    model.add_argument("--num_sampled", type=int, default=8192,
+                       help="elmo: sampled-softmax negatives (bilm-tf's 8192)")
+    train = p.add_argument_group("training (run_pretraining.py defaults)")
+    add_training_flags(train, learning_rate=None, epochs=None, output_dir="runs/pretrain",
+                       export_help="unused by pretraining", batch_size=32,
+                       seq_help="tokens an example (bert with --input_file: the records')")
+    train.add_argument("--learning_rate", type=float, default=1e-4, help="peak learning rate")
+    train.add_argument("--num_train_steps", type=int, default=100_000)
+    train.add_argument("--num_warmup_steps", type=int, default=10_000)
+    train.add_argument("--optimizer", default="adamw", choices=["adamw", "lamb"])
+    train.add_argument("--weight_decay", type=float, default=0.01)
+    train.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    add_runtime_flags(p)
+    return p
+
+
+def train_main(argv) -> int:
+    from kbert.cli import UsageError, add_cli_flags, run_command
+    from kbert.tasks.common import check_model_flag, check_training_flags
+    from kbert.tasks.pretrain.run import run
+
+    def validate(args):
+        if args.model == "bert" and bool(args.input_file) == bool(args.text_file):
+            raise UsageError("--model bert: give --input_file (create_data records) or "
+                             "--text_file, one of them")
+        if args.model != "bert" and not args.text_file:
+            raise UsageError(f"--model {args.model}: give --text_file")
+        if args.model != "bert" and args.input_file:
+            raise UsageError(f"--input_file: create_data records are BERT's; --model "
+                             f"{args.model} reads --text_file")
+        if args.model == "gpt" and not args.init_from:
+            raise UsageError("--model gpt needs --init_from a GPT folder (its tokenizer; "
+                             "with --from_scratch, new weights)")
+        for flag in ("num_train_steps", "gradient_accumulation_steps",
+                     "max_predictions_per_seq"):
+            if getattr(args, flag) < 1:
+                raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
+        if args.num_warmup_steps < 0:
+            raise UsageError(f"--num_warmup_steps {args.num_warmup_steps}: must be 0 or more")
+        if not 0.0 < args.masked_lm_prob <= 1.0:
+            raise UsageError(f"--masked_lm_prob {args.masked_lm_prob}: must be in (0, 1]")
+        args.preset = args.preset or ("small" if args.model == "elmo" else "mini")
+        if args.init_from:
+            check_model_flag(args)  # the folder holds a model of that family
+        check_training_flags(args, specials=3 if args.model == "bert" else 0,
+                             model_flag=False)
+
+    parser = _train_parser()
+    add_cli_flags(parser)
+    results = run_command(parser, argv, run, validate)
+    print(f"pretrain {argv[argv.index('--model') + 1] if '--model' in argv else ''}: "
+          + json.dumps({k: round(v, 4) for k, v in results.items()}))
+    return 0
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["create_data"]:
         return create_data_main(argv[1:])
-    print("usage: python -m kbert.tasks.pretrain create_data --input_file ... "
-          "--output_file ... --vocab_file ...\n"
-          "error: give the subcommand create_data (pretraining itself, --model "
-          "bert|gpt|elmo, is not in this version)", file=sys.stderr)
-    return 2
+    return train_main(argv)
 
 
 if __name__ == "__main__":
