@@ -17,6 +17,9 @@ def test_readme_keras_example_trains():
     exec(compile(match.group(1), str(README), "exec"), scope)
     losses = scope["history"].history["loss"]
     assert losses[-1] < 0.7 * losses[0], losses
+    # The example's optimizer is BERT's (a comment once swallowed the argument and
+    # Keras' default RMSprop trained instead).
+    assert "AdamW" in type(scope["classifier"].optimizer).__name__
 
 
 @pytest.mark.e2e
