@@ -70,7 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--max_new_tokens", type=int, default=32, help="tokens to generate")
     g.add_argument("--sampler", default="greedy", choices=["greedy", "top_k", "top_p"])
     g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--top_k", type=int, default=None)
+    g.add_argument("--top_k", type=int, default=None,
+                   help="generate: sample from the k likeliest; fill_mask: tokens returned "
+                        "per mask (default 5)")
     g.add_argument("--top_p", type=float, default=None)
     g.add_argument("--seed", type=int, default=None,
                    help="fixed seed (the same prompt gives the same text); default: new "
@@ -91,6 +93,8 @@ def main(argv=None) -> int:
 
     def export(args):
         generation = None
+        if args.task == "fill_mask":
+            generation = {"top_k": args.top_k or 5}
         if args.task == "generate":
             generation = {k: getattr(args, k) for k in (
                 "max_new_tokens", "sampler", "temperature", "top_k", "top_p", "seed")}

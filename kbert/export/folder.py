@@ -16,9 +16,9 @@ import keras
 from kbert.io import atomic_file, read_json
 
 TASK_FILE = "kbert_task.json"
-TASKS = ("classifier", "squad", "ner", "embeddings", "generate", "elmo")
+TASKS = ("classifier", "squad", "ner", "embeddings", "generate", "elmo", "fill_mask")
 # Tasks exported from a model folder (no task run needed).
-MODEL_TASKS = ("generate", "elmo")
+MODEL_TASKS = ("generate", "elmo", "fill_mask")
 
 
 def weights_only(model: keras.Model) -> keras.Model:
@@ -101,6 +101,15 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
         model = family.encoder_class.from_pretrained(model_dir)
         return export_elmo(model, family.tokenizer_class.from_pretrained(model_dir),
                            export_dir, serving_version=version)
+    if task == "fill_mask":
+        from kbert.export.fill_mask_graph import export_fill_mask
+        from kbert.models.bert.pretrainer import BertPretrainer
+        from kbert.tokenizers.bert import BertTokenizer
+
+        model = BertPretrainer.from_pretrained(model_dir)
+        return export_fill_mask(model, BertTokenizer.from_pretrained(model_dir), export_dir,
+                                top_k=(generation or {}).get("top_k") or 5,
+                                seq_length=seq_length or 128, serving_version=version)
     if task == "generate":
         from kbert.export.generate_graph import export_generate
         from kbert.models.gpt import GPTLanguageModel
