@@ -6,7 +6,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo demo-classifier test test-fast test-all bench clean refs
+.PHONY: demo demo-classifier demo-pretrain test test-fast test-all bench clean refs
 
 $(VENV)/.base: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,11 @@ demo: $(VENV)/.base
 
 demo-classifier: $(VENV)/.base
 	$(PY) -m kbert.demo
+
+# Pretrain a small BERT on a generated corpus, then fine-tune SQuAD on a few hundred
+# questions from it and from scratch: both scores printed (runs/demo-pretrain).
+demo-pretrain: $(VENV)/.base
+	$(PY) -m kbert.tasks.pretrain.demo --output_dir runs/demo-pretrain
 
 # Everything but `slow` (the default addopts): units, parity, end-to-end trainings and
 # fresh-process tests.

@@ -99,8 +99,8 @@ def _train_parser() -> argparse.ArgumentParser:
     model.add_argument("--from_scratch", action="store_true",
                        help="gpt: new weights of --init_from's config (its tokenizer kept)")
     model.add_argument("--preset", default=None,
-                       help="from scratch: BertConfig preset (default mini) or ELMoConfig "
-                            "preset (default small)")
+                       help="from scratch: BertConfig preset or 'demo' (2 layers, 128 "
+                            "wide; default mini), or ELMoConfig preset (default small)")
     model.add_argument("--vocab_size", type=int, default=8000,
                        help="from scratch: WordPiece vocabulary (bert) or words (elmo) "
                             "learned from --text_file")

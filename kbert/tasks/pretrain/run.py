@@ -32,6 +32,9 @@ from kbert.tasks.common import fit_options
 
 logger = logging.getLogger(__name__)
 
+# --preset demo: the size the task commands train from scratch on their bundled data.
+DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
+
 
 def read_texts(pattern: str) -> list[str]:
     files = []
@@ -177,8 +180,10 @@ def build_bert(args, tokenizer):
                     raise
                 logger.warning("%s has no pretraining heads: they start new", args.init_from)
         return BertPretrainer(BertEncoder.from_pretrained(args.init_from))
-    config = BertConfig.preset(args.preset, vocab_size=tokenizer.vocab_size,
-                               max_position_embeddings=max(512, args.max_seq_length))
+    overrides = dict(vocab_size=tokenizer.vocab_size,
+                     max_position_embeddings=max(512, args.max_seq_length))
+    config = (BertConfig(**DEMO_CONFIG, **overrides) if args.preset == "demo"
+              else BertConfig.preset(args.preset, **overrides))
     return BertPretrainer(BertEncoder(config))
 
 
