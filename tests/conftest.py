@@ -59,3 +59,14 @@ def random_inputs(batch=13, seq=7, vocab=99, types=3, seed=0):
     return {"token_ids": (rng.integers(0, vocab, (batch, seq)) * mask).astype("int32"),
             "segment_ids": (rng.integers(0, types, (batch, seq)) * mask).astype("int32"),
             "padding_mask": mask}
+
+
+def write_tf1_checkpoint(values: dict, prefix) -> None:
+    """A TF1 name-based checkpoint (`tf.compat.v1.train.Saver`) holding `values` (name ->
+    array) under those names, as Google's and OpenAI's releases are written."""
+    with tf.Graph().as_default():
+        variables = [tf.compat.v1.Variable(v, name=n) for n, v in values.items()]
+        saver = tf.compat.v1.train.Saver(variables)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            saver.save(sess, str(prefix), write_meta_graph=False)

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from kbert import BertConfig, BertEncoder, BertTokenizer
 from kbert.models.bert import checkpoints
-from tests.conftest import TINY_VOCAB, odd_config, random_inputs
+from tests.conftest import TINY_VOCAB, odd_config, random_inputs, write_tf1_checkpoint
 
 
 def _outputs_equal(a, b, inputs, atol=0.0):
@@ -169,12 +169,7 @@ def _write_google_checkpoint(encoder, folder, drop=None, reshape=None, extra=Non
         values[reshape] = values[reshape][..., :-1]
     if extra:
         values[extra] = np.zeros([3], "float32")
-    with tf.Graph().as_default():
-        variables = [tf.compat.v1.Variable(v, name=n) for n, v in values.items()]
-        saver = tf.compat.v1.train.Saver(variables)
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            saver.save(sess, str(folder / "bert_model.ckpt"), write_meta_graph=False)
+    write_tf1_checkpoint(values, str(folder / "bert_model.ckpt"))
     cfg = encoder.config
     (folder / "bert_config.json").write_text(
         '{"attention_probs_dropout_prob": 0.0, "hidden_act": "gelu", '

@@ -13,6 +13,7 @@ import torch
 import transformers
 
 import kbert
+from tests.conftest import write_tf1_checkpoint
 from kbert.models.gpt import checkpoints, generation
 
 pytestmark = pytest.mark.parity
@@ -127,12 +128,7 @@ def _write_openai_checkpoint(ref, folder, corrupt=None):
             values[f"model/h{i}/{ln}/b"] = sd[p + ln + ".bias"]
     if corrupt:
         values[corrupt] = values[corrupt][..., :-1]
-    with tf.Graph().as_default():
-        variables = [tf.compat.v1.Variable(v, name=n) for n, v in values.items()]
-        saver = tf.compat.v1.train.Saver(variables)
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            saver.save(sess, str(folder / "model.ckpt"), write_meta_graph=False)
+    write_tf1_checkpoint(values, str(folder / "model.ckpt"))
     c = ref.config
     (folder / "hparams.json").write_text(json.dumps(
         {"n_vocab": c.vocab_size, "n_ctx": c.n_positions, "n_embd": c.n_embd,

@@ -11,7 +11,7 @@ import pytest
 import tensorflow as tf
 
 import kbert
-from conftest import odd_config, random_inputs
+from tests.conftest import odd_config, random_inputs, write_tf1_checkpoint
 from kbert.models.bert import checkpoints
 from kbert.models.bert.pretrainer import BertPretrainer
 
@@ -78,12 +78,7 @@ def _write_google(model, folder, drop=None):
     values["cls/predictions/output_bias/adam_m"] = values["cls/predictions/output_bias"]
     if drop:
         del values[drop]
-    with tf.Graph().as_default():
-        variables = [tf.compat.v1.Variable(v, name=n) for n, v in values.items()]
-        saver = tf.compat.v1.train.Saver(variables)
-        with tf.compat.v1.Session() as sess:
-            sess.run(tf.compat.v1.global_variables_initializer())
-            saver.save(sess, str(folder / "bert_model.ckpt"), write_meta_graph=False)
+    write_tf1_checkpoint(values, str(folder / "bert_model.ckpt"))
     c = model.encoder.config
     (folder / "bert_config.json").write_text(json.dumps(dict(
         attention_probs_dropout_prob=0.0, hidden_act="gelu", hidden_dropout_prob=0.0,

@@ -71,13 +71,13 @@ class Options:
                 raise ValueError(f"--{name} {value}: must be between 0 and 1")
 
 
-def expand_inputs(input_file: str) -> list[str]:
+def expand_inputs(input_file: str, flag: str = "--input_file") -> list[str]:
     """Comma-separated globs -> the files, in order (each pattern's matches sorted)."""
     files = []
     for pattern in input_file.split(","):
         matches = sorted(glob.glob(pattern))
         if not matches:
-            raise FileNotFoundError(f"--input_file: {pattern!r} matches no file")
+            raise FileNotFoundError(f"{flag}: {pattern!r} matches no file")
         files.extend(matches)
     return files
 

@@ -16,7 +16,6 @@ commands' `--init_from` reads.
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
 import os
@@ -37,12 +36,9 @@ DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size
 
 
 def read_texts(pattern: str) -> list[str]:
-    files = []
-    for part in pattern.split(","):
-        matches = sorted(glob.glob(part))
-        if not matches:
-            raise FileNotFoundError(f"--text_file: {part!r} matches no file")
-        files.extend(matches)
+    from kbert.tasks.pretrain.create_data import expand_inputs
+
+    files = expand_inputs(pattern, "--text_file")
     lines = []
     for path in files:
         with open(path, encoding="utf-8") as f:
@@ -137,12 +133,9 @@ def _bert_split(features):
 def bert_data(args, tokenizer):
     """(endless batched dataset, examples, mean real tokens an example)."""
     if args.input_file:
-        files = []
-        for part in args.input_file.split(","):
-            matches = sorted(glob.glob(part))
-            if not matches:
-                raise FileNotFoundError(f"--input_file: {part!r} matches no file")
-            files.extend(matches)
+        from kbert.tasks.pretrain.create_data import expand_inputs
+
+        files = expand_inputs(args.input_file)
         seq, preds = record_lengths(files)
         if seq > args.max_seq_length_limit:
             raise ValueError(f"--input_file: records of {seq} tokens; the model has "
