@@ -4,7 +4,6 @@ import os
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from kbert import BertConfig, BertEncoder, BertTokenizer
 from kbert.models.bert import checkpoints

@@ -95,8 +95,6 @@ def test_long_sentences_are_split_with_a_warning(caplog):
 
 
 def _train(strategy, epochs=4):
-    from kbert import training
-
     texts = _sentences(3000)
     vocab = WordVocabulary.build(texts)
     tok = kbert.ELMoCharTokenizer(12)

@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import kbert
 from tests.conftest import odd_config, random_inputs, write_tf1_checkpoint

@@ -8,7 +8,6 @@ import os
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from kbert import training
 from kbert.export.folder import save_task_folder
