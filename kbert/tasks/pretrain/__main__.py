@@ -7,6 +7,7 @@ pretraining data.
     python -m kbert.tasks.pretrain --model bert --input_file "out/train-*.tfrecord" \\
         --init_from uncased_L-12_H-768_A-12 --output_dir runs/pretrain
     python -m kbert.tasks.pretrain --model bert --text_file corpus.txt --preset mini
+    python -m kbert.tasks.pretrain --model bert     # the bundled corpus, minutes on a CPU
     python -m kbert.tasks.pretrain --model elmo --text_file corpus.txt --preset small
     python -m kbert.tasks.pretrain --model gpt --text_file corpus.txt --init_from gpt2
 
@@ -77,6 +78,12 @@ def create_data_main(argv) -> int:
     return 0
 
 
+# run_pretraining.py's defaults, and those of the bundled corpus (minutes on a CPU).
+BUNDLED_DEFAULTS = [("learning_rate", float, 1e-4, 1e-3),
+                    ("num_train_steps", int, 100_000, 1500),
+                    ("num_warmup_steps", int, 10_000, 150)]
+
+
 def _train_parser() -> argparse.ArgumentParser:
     from kbert.cli import parse_bool
     from kbert.tasks.common import add_training_flags
@@ -86,11 +93,14 @@ def _train_parser() -> argparse.ArgumentParser:
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--model", required=True, choices=["bert", "gpt", "elmo"])
-    data = p.add_argument_group("data")
+    data = p.add_argument_group("data (none given: the bundled corpus)")
     data.add_argument("--input_file", help="bert: create_data TFRecords (globs, "
                                            "comma-separated)")
     data.add_argument("--text_file", help="text (globs, comma-separated): one sentence a "
                                           "line, blank lines between documents")
+    data.add_argument("--corpus_paragraphs", type=int, default=3000,
+                      help="with no --input_file or --text_file: paragraphs of the bundled "
+                           "generated corpus (the SQuAD sample's domain)")
     data.add_argument("--vocab_file", help="bert with --input_file and no --init_from: the "
                                            "vocab.txt create_data used")
     model = p.add_argument_group("model")
@@ -100,10 +110,11 @@ def _train_parser() -> argparse.ArgumentParser:
                        help="gpt: new weights of --init_from's config (its tokenizer kept)")
     model.add_argument("--preset", default=None,
                        help="from scratch: BertConfig preset or 'demo' (2 layers, 128 "
-                            "wide; default mini), or ELMoConfig preset (default small)")
-    model.add_argument("--vocab_size", type=int, default=8000,
+                            "wide; default mini, on the bundled corpus demo), or ELMoConfig "
+                            "preset (default small)")
+    model.add_argument("--vocab_size", type=int, default=None,
                        help="from scratch: WordPiece vocabulary (bert) or words (elmo) "
-                            "learned from --text_file")
+                            "learned from the text (default 8000; bundled corpus 800)")
     model.add_argument("--do_lower_case", type=parse_bool, default=None, metavar="true|false")
     model.add_argument("--max_predictions_per_seq", type=int, default=20)
     model.add_argument("--masked_lm_prob", type=float, default=0.15)
@@ -115,9 +126,9 @@ def _train_parser() -> argparse.ArgumentParser:
     add_training_flags(train, learning_rate=None, epochs=None, output_dir="runs/pretrain",
                        export_help="unused by pretraining", batch_size=32,
                        seq_help="tokens an example (bert with --input_file: the records')")
-    train.add_argument("--learning_rate", type=float, default=1e-4, help="peak learning rate")
-    train.add_argument("--num_train_steps", type=int, default=100_000)
-    train.add_argument("--num_warmup_steps", type=int, default=10_000)
+    for flag, kind, real, bundled in BUNDLED_DEFAULTS:
+        train.add_argument(f"--{flag}", type=kind, default=None,
+                           help=f"default {real}; on the bundled corpus {bundled}")
     train.add_argument("--optimizer", default="adamw", choices=["adamw", "lamb"])
     train.add_argument("--weight_decay", type=float, default=0.01)
     train.add_argument("--gradient_accumulation_steps", type=int, default=1)
@@ -131,17 +142,26 @@ def train_main(argv) -> int:
     from kbert.tasks.pretrain.run import run
 
     def validate(args):
-        if args.model == "bert" and bool(args.input_file) == bool(args.text_file):
-            raise UsageError("--model bert: give --input_file (create_data records) or "
-                             "--text_file, one of them")
-        if args.model != "bert" and not args.text_file:
-            raise UsageError(f"--model {args.model}: give --text_file")
+        if args.input_file and args.text_file:
+            raise UsageError("--input_file and --text_file: give one of them (or neither, "
+                             "for the bundled corpus)")
+        if args.corpus_paragraphs < 1:
+            raise UsageError(f"--corpus_paragraphs {args.corpus_paragraphs}: must be at "
+                             "least 1")
         if args.model != "bert" and args.input_file:
             raise UsageError(f"--input_file: create_data records are BERT's; --model "
                              f"{args.model} reads --text_file")
         if args.model == "gpt" and not args.init_from:
             raise UsageError("--model gpt needs --init_from a GPT folder (its tokenizer; "
                              "with --from_scratch, new weights)")
+        bundled = not args.input_file and not args.text_file
+        for flag, _, real, small in BUNDLED_DEFAULTS:
+            if getattr(args, flag) is None:
+                setattr(args, flag, small if bundled else real)
+        if args.vocab_size is None:
+            args.vocab_size = 800 if bundled else 8000
+        args.preset = args.preset or ("small" if args.model == "elmo" else
+                                      "demo" if bundled else "mini")
         for flag in ("num_train_steps", "gradient_accumulation_steps",
                      "max_predictions_per_seq"):
             if getattr(args, flag) < 1:
@@ -150,7 +170,6 @@ def train_main(argv) -> int:
             raise UsageError(f"--num_warmup_steps {args.num_warmup_steps}: must be 0 or more")
         if not 0.0 < args.masked_lm_prob <= 1.0:
             raise UsageError(f"--masked_lm_prob {args.masked_lm_prob}: must be in (0, 1]")
-        args.preset = args.preset or ("small" if args.model == "elmo" else "mini")
         if args.init_from:
             check_model_flag(args)  # the folder holds a model of that family
         check_training_flags(args, specials=3 if args.model == "bert" else 0,

@@ -23,26 +23,9 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 
 logger = logging.getLogger(__name__)
-
-
-def write_corpus(path: str, paragraphs: int, seed: int) -> int:
-    """The sentences of `paragraphs` generated biographies; returns the line count."""
-    from kbert.io import atomic_file
-    from kbert.tasks.squad.sample import make_sample
-
-    lines = []
-    for article in make_sample(paragraphs, seed=seed)["data"]:
-        for paragraph in article["paragraphs"]:
-            sentences = [s.strip() for s in re.split(r"(?<=\.)\s+", paragraph["context"])]
-            lines.extend(s for s in sentences if s)
-            lines.append("")
-    with atomic_file(path) as f:
-        f.write("\n".join(lines) + "\n")
-    return len(lines)
 
 
 def write_squad(path: str, paragraphs: int, seed: int) -> None:
@@ -58,6 +41,8 @@ def run(output_dir: str = "runs/demo-pretrain", corpus_paragraphs: int = 3000,
         epochs: float = 10.0, seed: int = 0) -> dict:
     from kbert.tasks.pretrain import __main__ as pretrain_cli
     from kbert.tasks.squad import __main__ as squad_cli
+
+    from kbert.tasks.pretrain.corpus import write_corpus
 
     os.makedirs(output_dir, exist_ok=True)
     corpus = os.path.join(output_dir, "corpus.txt")

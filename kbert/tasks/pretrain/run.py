@@ -203,6 +203,13 @@ def run(args) -> dict:
     runtime = training.Runtime.from_flags(args)
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
+    if not args.input_file and not args.text_file:  # the bundled corpus
+        from kbert.tasks.pretrain.corpus import write_corpus
+
+        args.text_file = os.path.join(args.output_dir, "corpus.txt")
+        lines = write_corpus(args.text_file, args.corpus_paragraphs)
+        logger.info("no data flags: the bundled corpus, %d paragraphs (%d lines), in %s",
+                    args.corpus_paragraphs, lines, args.text_file)
     model_dir = os.path.join(args.output_dir, "model")
     total = args.num_train_steps * args.gradient_accumulation_steps
     total, loop = training.whole_loops(total, args.steps_per_loop, args.steps_per_execution)
