@@ -235,6 +235,9 @@ def _padded_batch(lengths, seq=128, vocab=50, seed=0):
     ([5, 37, 12], 64), ([1, 2], 32), ([0, 0], 32), ([128, 3], 128), ([96, 64], 96)])
 def test_trim_padding_cuts_only_padding_every_row_has(lengths, kept):
     x = dict(_padded_batch(lengths), label_weight=np.ones((len(lengths), 3), "float32"))
+    # ELMo's character ids [b, seq, chars] are cut along the sequence too.
+    x["char_ids"] = (np.arange(1, 5)[None, None, :] * x["padding_mask"][:, :, None]
+                     ).astype("int32")
     got = {k: np.asarray(v) for k, v in training.trim_padding(x, 32).items()}
     assert got["token_ids"].shape == (len(lengths), kept)
     for k in training.ENCODER_INPUTS:
