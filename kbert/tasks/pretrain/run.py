@@ -31,6 +31,7 @@ from kbert.tasks.common import fit_options
 
 logger = logging.getLogger(__name__)
 
+HEADS_MISSING = "no pretraining_heads.safetensors"
 # --preset demo: the size the task commands train from scratch on their bundled data.
 DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
 
@@ -84,22 +85,14 @@ def record_dataset(files: list[str]) -> tf.data.Dataset:
                                               deterministic=True)
 
 
-def text_pairs(lines: list[str], tokenizer, seq: int, seed: int, short_seq_prob: float = 0.1,
+def text_pairs(files: list[str], tokenizer, seq: int, seed: int, short_seq_prob: float = 0.1,
                dupe_factor: int = 1) -> dict:
     """Sentence pairs as `create_data` makes them, unmasked: arrays [N, seq] and the
     next-sentence labels [N, 1]."""
     from kbert.tasks.pretrain import create_data as cd
 
     vocab = tokenizer.vocabulary
-    documents: list[list] = [[]]
-    ids = tokenizer.tokenize(tf.constant([l.strip() or " " for l in lines])).to_list() \
-        if lines else []
-    for line, row in zip(lines, ids):
-        if not line.strip():
-            documents.append([])
-        elif row:
-            documents[-1].append([vocab[i] for i in row])
-    documents = [d for d in documents if d]
+    documents = cd.read_documents(files, tokenizer)
     if not documents:
         raise ValueError("--text_file: no text")
     options = cd.Options(max_seq_length=seq, dupe_factor=dupe_factor,
@@ -146,7 +139,10 @@ def bert_data(args, tokenizer):
         return ds.map(_bert_split), examples, float(seq)
     from kbert.tasks.pretrain.masking import DynamicMasking
 
-    arrays = text_pairs(read_texts(args.text_file), tokenizer, args.max_seq_length, args.seed)
+    from kbert.tasks.pretrain.create_data import expand_inputs
+
+    arrays = text_pairs(expand_inputs(args.text_file, "--text_file"), tokenizer,
+                        args.max_seq_length, args.seed)
     masking = DynamicMasking(tokenizer.vocabulary, args.max_predictions_per_seq,
                              args.masked_lm_prob, args.do_whole_word_mask, seed=args.seed)
     ds = training.finalize_dataset(tf.data.Dataset.from_tensor_slices(arrays),
@@ -161,34 +157,18 @@ def build_bert(args, tokenizer):
     from kbert.models.bert.pretrainer import BertPretrainer
 
     if args.init_from:
-        from kbert.models.bert import checkpoints
-
-        if os.path.exists(os.path.join(args.init_from, "pretraining_heads.safetensors")) \
-                or checkpoints.detect_format(args.init_from) == "google" or _hf_has_heads(
-                    args.init_from):
-            try:
-                return BertPretrainer.from_pretrained(args.init_from)
-            except ValueError as e:
-                if "missing variable cls" not in str(e):
-                    raise
-                logger.warning("%s has no pretraining heads: they start new", args.init_from)
+        try:  # with its heads where the folder has them (Google cls/*, HF, kbert)
+            return BertPretrainer.from_pretrained(args.init_from)
+        except (ValueError, FileNotFoundError) as e:
+            if "missing variable cls" not in str(e) and HEADS_MISSING not in str(e):
+                raise
+            logger.warning("%s has no pretraining heads: they start new", args.init_from)
         return BertPretrainer(BertEncoder.from_pretrained(args.init_from))
     overrides = dict(vocab_size=tokenizer.vocab_size,
                      max_position_embeddings=max(512, args.max_seq_length))
     config = (BertConfig(**DEMO_CONFIG, **overrides) if args.preset == "demo"
               else BertConfig.preset(args.preset, **overrides))
     return BertPretrainer(BertEncoder(config))
-
-
-def _hf_has_heads(folder: str) -> bool:
-    from kbert.models.bert import checkpoints
-
-    if checkpoints.detect_format(folder) != "hf":
-        return False
-    from kbert import convert
-
-    tensors, _ = convert.read_hf_folder_weights(folder)
-    return any(k.startswith("cls.") for k in tensors)
 
 
 # ---------------------------------------------------------------------------- runs
