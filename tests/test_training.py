@@ -621,6 +621,31 @@ def test_progress_on_a_terminal_is_one_bar_an_epoch(caplog):
                    [r.getMessage() for r in caplog.records])  # the bar, not log lines
 
 
+def test_progress_rate_and_eta_leave_out_the_first_steps_compilation(monkeypatch):
+    """The first step traces and compiles (10 s here), the others take 0.5 s each: the
+    rate is that of the later steps, so the ETA is not inflated by the compilation."""
+    import types
+
+    import kbert.training.loop as loop_module
+
+    clock = iter([0.0, 10.0, 10.0, 10.5, 11.0])  # begin, step 1 (x2), step 2, step 3
+    monkeypatch.setattr(loop_module.time, "perf_counter", lambda: next(clock))
+    stream = io.StringIO()
+    progress = loop_module.Progress(10, 5, every=1, examples_per_step=8, stream=stream)
+    progress.set_model(types.SimpleNamespace(
+        optimizer=types.SimpleNamespace(learning_rate=0.5)))
+    progress.on_train_begin()
+    lines = []
+    with monkeypatch.context() as m:
+        m.setattr(loop_module.logger, "info", lambda fmt, text: lines.append(text))
+        for batch in range(3):
+            progress.on_train_batch_end(batch, {"loss": 1.0})
+    # Step 1: only the compiled step to go by (1 step in 10 s); then 2 steps a second.
+    assert lines[0].endswith("0.8 examples/s  ETA 0:01:30")
+    assert lines[1].endswith("16.0 examples/s  ETA 0:00:04")
+    assert lines[2].endswith("16.0 examples/s  ETA 0:00:04")  # 7 steps at 2/s: 3.5 s
+
+
 def test_a_log_record_ends_the_bar_line_first(capsys):
     import kbert.training.loop as loop_module
 

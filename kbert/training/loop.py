@@ -129,9 +129,14 @@ class Progress(_StepCounter):
         super().on_train_begin(logs)
         self._first = self.initial_step
         self._last_line = self.initial_step
+        self._steady = None  # (step, time) at the end of the first execution
 
     def on_train_batch_end(self, batch, logs=None):
         _, step = self._advance(batch)
+        if self._steady is None:
+            # The first execution includes tracing and compiling; the rate (and so the
+            # ETA) is measured from its end once there is a later step to measure.
+            self._steady = (step, time.perf_counter())
         whole_epoch = int(step / self.steps_per_epoch) > int(
             (step - 1) / self.steps_per_epoch)
         if not self.bar and step - self._last_line < self.every and not (
@@ -149,8 +154,12 @@ class Progress(_StepCounter):
             _BarLine.finish(self.stream)
 
     def _text(self, step: int, logs) -> str:
-        elapsed = time.perf_counter() - self._start
-        rate = (step - self._first) / elapsed if elapsed > 0 else 0.0
+        now = time.perf_counter()
+        first_step, first_end = self._steady or (self._first, self._start)
+        if step > first_step and now > first_end:
+            rate = (step - first_step) / (now - first_end)
+        else:
+            rate = (step - self._first) / (now - self._start) if now > self._start else 0.0
         eta = (self.total_steps - step) / rate if rate else 0.0
         lr = self.model.optimizer.learning_rate
         epochs = self.total_steps / self.steps_per_epoch
