@@ -52,9 +52,10 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask: bool/int Tensor broadcastable to [B, Tq, Tk], True where a
             query may attend to a key (see `kbert.layers.masks`).
         causal: also forbid keys after each query's own position.
-        cache: float Tensor [B, 2, N, S, D], keys and values of positions decoded so
-            far (zeros beyond); with it, the call writes this step's keys and values
-            at `cache_index` and attends over the whole cache.
+        cache: the pair (keys, values), float Tensors [B, N, S, D] of the positions
+            decoded so far (zeros beyond); with it, the call writes this step's keys
+            and values at `cache_index` and attends over the whole cache. Two tensors,
+            not one stacked: the attention reads each as it is, with no slicing copy.
         cache_index: int scalar, the absolute position of the first query (the
             number of positions already in the cache).
         output_range: None, or R: only the first R positions query (all remain keys
@@ -110,11 +111,12 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache_index is None:
                 raise ValueError(f"{self.name}: a cache needs cache_index")
             start = cache_index
-            step = ops.cast(ops.stack([k, v], axis=1), cache.dtype)  # (B, 2, N, Tq, D)
             zero = ops.zeros((), "int32")
-            cache = ops.slice_update(cache, (zero, zero, zero, ops.cast(cache_index, "int32"),
-                                             zero), step)
-            k, v = cache[:, 0], cache[:, 1]  # (B, N, S, D)
+            at = (zero, zero, ops.cast(cache_index, "int32"), zero)
+            k_cache, v_cache = cache
+            k = ops.slice_update(k_cache, at, ops.cast(k, k_cache.dtype))  # (B, N, S, D)
+            v = ops.slice_update(v_cache, at, ops.cast(v, v_cache.dtype))
+            cache = (k, v)
             if not causal:  # keys past this step's positions are not written yet
                 attention_mask = merge_masks(
                     attention_mask, _written_keys(ops.shape(k)[2], start + ops.shape(q)[2]))
@@ -145,7 +147,7 @@ class MultiHeadAttention(keras.layers.Layer):
                                 dtype=self.compute_dtype)
         if cache is None:
             return out
-        return out, keras.KerasTensor(cache.shape, dtype=cache.dtype)
+        return out, tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

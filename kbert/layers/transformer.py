@@ -128,7 +128,7 @@ class TransformerBlock(keras.layers.Layer):
                                 dtype=self.compute_dtype)
         if cache is None:
             return out
-        return out, keras.KerasTensor(cache.shape, dtype=cache.dtype)
+        return out, tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache)
 
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,

@@ -102,7 +102,7 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=Fal
     def run(token_ids, padding_mask, max_new_tokens, seed):
         batch, prompt = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
         total = prompt + max_new_tokens
-        cache = tf.zeros(decoder.cache_shape(batch, total), decoder.compute_dtype)
+        cache = decoder.empty_cache(batch, total)
         key_mask = tf.concat([padding_mask, tf.ones([batch, max_new_tokens], tf.int32)], 1)
         hidden, cache = decoder.call_with_cache(
             token_ids, positions_from_mask(padding_mask), key_mask, cache, 0)
@@ -125,9 +125,9 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=Fal
                 token[:, None], (lengths + t)[:, None], key_mask, cache, prompt + t)
             return t + 1, embedding.logits(hidden[:, 0]), cache, done, out
 
-        shapes = (tf.TensorShape([]), tf.TensorShape([None, None]),
-                  tf.TensorShape([None] * 6), tf.TensorShape([None]),
-                  tf.TensorShape([None, None]))
+        cache_shapes = tuple((tf.TensorShape([None] * 4),) * 2 for _ in cache)
+        shapes = (tf.TensorShape([]), tf.TensorShape([None, None]), cache_shapes,
+                  tf.TensorShape([None]), tf.TensorShape([None, None]))
         *_, out = tf.while_loop(cond, body, (tf.constant(0), logits, cache, done, out),
                                 shape_invariants=shapes)
         return out
