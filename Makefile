@@ -39,17 +39,22 @@ demo-classifier: $(VENV)/.base
 demo-pretrain: $(VENV)/.base
 	$(PY) -m kbert.tasks.pretrain.demo --output_dir runs/demo-pretrain
 
+# Tests run in TEST_WORKERS processes (pytest-xdist), a test file per process at a time
+# so that module fixtures are built once: the CPU count, at most 4 (2 on a 2-core CI).
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, os.cpu_count() or 1))")
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+
 # Everything but `slow` (the default addopts): units, parity, end-to-end trainings and
 # fresh-process tests.
 test: $(VENV)/.test
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 # The edit-test loop: units and parity only, no trainings or fresh processes.
 test-fast: $(VENV)/.test
-	$(PY) -m pytest -q -m "not slow and not e2e and not subprocess and not parity"
+	$(PYTEST) -m "not slow and not e2e and not subprocess and not parity"
 
 test-all: $(VENV)/.test
-	$(PY) -m pytest -q -m ""
+	$(PYTEST) -m ""
 
 bench: $(VENV)/.test
 	$(PY) benchmarks/bench_bert.py

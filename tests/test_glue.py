@@ -159,7 +159,7 @@ def test_cli_help_and_missing_data(capsys):
         cli.main(["--task", "rte", "--output_dir", "/tmp/kbert-no-data"])
 
 
-SMALL = ["--max_seq_length", "16", "--learning_rate", "1e-3", "--num_train_epochs", "15",
+SMALL = ["--max_seq_length", "16", "--learning_rate", "1e-3", "--num_train_epochs", "10",
          "--vocab_size", "200", "--steps_per_loop", "500"]
 
 
@@ -192,9 +192,9 @@ def test_synthetic_similarity_regression_is_learned(tmp_path):
     folder = synthetic_similarity(str(tmp_path))
     out = tmp_path / "out"
     assert cli.main(["--task", "stsb", "--data_dir", folder, "--output_dir", str(out),
-                     "--do_predict", *SMALL, "--num_train_epochs", "6"]) == 0
+                     "--do_predict", *SMALL, "--num_train_epochs", "4"]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["pearson"] >= 0.95, results  # 0.9995 on seeds 0, 1 and 2
+    assert results["pearson"] >= 0.95, results  # 0.9993 on seeds 0 and 1
     assert len((out / "STS-B.tsv").read_text().splitlines()) == 41
 
 

@@ -88,7 +88,7 @@ def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokeni
     out, export = tmp_path / "out", tmp_path / "serving" / "para" / "1"
     assert cli.main(["--task", "mrpc", "--model", "gpt", "--init_from", str(tmp_path / "gpt"),
                      "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "20",
-                     "--num_train_epochs", "15", "--learning_rate", "1e-3",
+                     "--num_train_epochs", "10", "--learning_rate", "2e-3",
                      "--steps_per_loop", "500", "--do_predict",
                      "--export_dir", str(export)]) == 0
     results = json.loads((out / "eval_results.json").read_text())
