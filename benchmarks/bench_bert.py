@@ -37,6 +37,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import kbert  # noqa: E402
+from _common import median_seconds  # noqa: E402
 
 
 def _classifier(backbone, inputs, pooled):
@@ -108,17 +109,10 @@ def bench_train(config, batch, seq, steps, rounds, jit, setup="encoder", longest
     # The encoder setup compares equal work: both get the padded batch.
     inputs = {"kbert": training.trim_padding(x, 32) if setup == "classifier" else x,
               "keras-hub": x}
-    for name, model in (("kbert", ours), ("keras-hub", theirs)):  # trace and warm up
-        for _ in range(3):
-            model.train_on_batch(inputs[name], y)
-    times = {"kbert": [], "keras-hub": []}
-    for _ in range(rounds):
-        for name, model in (("kbert", ours), ("keras-hub", theirs)):
-            start = time.perf_counter()
-            for _ in range(steps):
-                model.train_on_batch(inputs[name], y)
-            times[name].append((time.perf_counter() - start) / steps)
-    return {k: batch / statistics.median(v) for k, v in times.items()}
+    runs = {name: (lambda m=model, x=inputs[name]: m.train_on_batch(x, y))
+            for name, model in (("kbert", ours), ("keras-hub", theirs))}
+    seconds = median_seconds(runs, rounds, warmup=3, repeat=steps)
+    return {k: batch / t for k, t in seconds.items()}
 
 
 def _texts(n):

@@ -27,8 +27,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -37,20 +35,9 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import kbert  # noqa: E402
+from _common import median_seconds  # noqa: E402
 from kbert.models.elmo.bilm import LSTMLayer  # noqa: E402
 from kbert.models.elmo.lm import ELMoLanguageModel  # noqa: E402
-
-
-def _median_seconds(fns: dict, rounds: int) -> dict:
-    for fn in fns.values():
-        fn()  # trace and warm up
-    times = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def forward_flops_per_position(c: kbert.ELMoConfig) -> dict:
@@ -88,7 +75,7 @@ def matmul_rates(batch: int, c: kbert.ELMoConfig, rounds: int) -> dict:
             total += tf.reduce_sum(tf.matmul(x + total * 0.0, w))
         return total
 
-    seconds = _median_seconds({"square": square, "lstm_step": step}, rounds)
+    seconds = median_seconds({"square": square, "lstm_step": step}, rounds)
     return {"square_2048_gflops": 2 * 2048 ** 3 / seconds["square"] / 1e9,
             "lstm_step_gflops": reps * 2 * x.shape[0] * x.shape[1] * w.shape[1]
             / seconds["lstm_step"] / 1e9}
@@ -111,7 +98,7 @@ def bench_bilm(c: kbert.ELMoConfig, batch: int, words: int, vocab: int, samples:
     lm.fit(data, steps_per_epoch=1, epochs=1, verbose=0)  # builds and compiles the step
     step = lm.make_train_function()
 
-    seconds = _median_seconds({"forward": lambda: forward().numpy(),
+    seconds = median_seconds({"forward": lambda: forward().numpy(),
                                "train": lambda: float(step(iterator)["loss"])}, rounds)
     per = forward_flops_per_position(c)
     positions = batch * (words + 2)
@@ -141,7 +128,7 @@ def bench_lstm_layer(c: kbert.ELMoConfig, batch: int, words: int, rounds: int) -
     keras_lstm(x)
     run_ours = tf.function(lambda: ours(x, mask, init)[0])
     run_keras = tf.function(lambda: keras_lstm(x))
-    seconds = _median_seconds({"kbert": lambda: run_ours().numpy(),
+    seconds = median_seconds({"kbert": lambda: run_ours().numpy(),
                                "keras": lambda: run_keras().numpy()}, rounds)
     ours_flops = batch * steps * 2 * ((c.projection_dim + out) * 4 * c.lstm_dim
                                       + c.lstm_dim * out)

@@ -25,9 +25,7 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -36,18 +34,11 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import kbert  # noqa: E402
+from _common import median_seconds  # noqa: E402
 
 
 def _median_rates(fns: dict, work: float, rounds: int) -> dict:
-    for fn in fns.values():
-        fn()  # trace / compile / warm caches
-    times = {name: [] for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: work / statistics.median(t) for name, t in times.items()}
+    return {name: work / t for name, t in median_seconds(fns, rounds).items()}
 
 
 def bench_generate(config: kbert.GPTConfig, batch: int, prompt: int, new: int, rounds: int):

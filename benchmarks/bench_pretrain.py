@@ -19,8 +19,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -29,6 +27,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import kbert  # noqa: E402
+from _common import median_seconds  # noqa: E402
 from kbert import training  # noqa: E402
 
 
@@ -80,17 +79,8 @@ def bench(config, batch, seq, predictions, steps, rounds):
     (x, y), (hx, hy, hw) = batch_of(config, batch, seq, predictions)
     runs = {"kbert": lambda: ours.train_on_batch(x, y),
             "keras-hub": lambda: theirs.train_on_batch(hx, hy, sample_weight=hw)}
-    for run in runs.values():  # trace and warm up
-        for _ in range(3):
-            run()
-    times = {name: [] for name in runs}
-    for _ in range(rounds):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            for _ in range(steps):
-                run()
-            times[name].append((time.perf_counter() - start) / steps)
-    return {name: batch * seq / statistics.median(t) for name, t in times.items()}
+    seconds = median_seconds(runs, rounds, warmup=3, repeat=steps)
+    return {name: batch * seq / t for name, t in seconds.items()}
 
 
 def main(argv=None) -> None:
