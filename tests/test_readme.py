@@ -55,3 +55,30 @@ def test_readme_gpt_example_runs(tmp_path):
         ["Once upon a time"], max_new_tokens=20, sampler="top_p", top_p=0.9,
         temperature=0.8, seed=1)
     assert scope["ids"].to_list() == [[15496, 995]]  # "Hello", " world"
+
+
+@pytest.mark.e2e
+def test_readme_elmo_example_runs(tmp_path):
+    """The README's ELMo example on a tiny biLM saved as a bilm-tf folder."""
+    import numpy as np
+
+    import kbert
+
+    config = kbert.ELMoConfig.preset("tiny")
+    kbert.ELMo(config).save_pretrained(tmp_path / "elmo")
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"<!-- readme-elmo-example -->\s*```python\n(.*?)```", text, re.S)
+    assert match, "README lost its marked ELMo example"
+    scope = {"kbert": kbert, "elmo_folder": str(tmp_path / "elmo")}
+    exec(compile(match.group(1), str(README), "exec"), scope)
+    out, features = scope["out"], np.asarray(scope["features"])
+    assert features.shape == (2, 4, 2 * config.projection_dim)  # "The cat sat ." is 4 words
+    assert np.asarray(out["padding_mask"]).tolist() == [[1, 1, 1, 1], [1, 0, 0, 0]]
+    # A new ScalarMix weighs the three layers alike (softmax of zeros, gamma 1).
+    layers = np.stack([np.asarray(h) for h in out["hidden_states"]])
+    np.testing.assert_allclose(features, layers.mean(0), rtol=1e-5, atol=1e-6)
+    # A tokenizer of another width is one clear error, not a failed concatenation.
+    with pytest.raises(ValueError, match=r"char_ids have 50 characters a word; this biLM "
+                       r"reads 12 \(config.max_characters_per_token\): use "
+                       r"ELMoCharTokenizer\(12\)"):
+        scope["elmo"](kbert.ELMoCharTokenizer()(["The cat sat ."]))

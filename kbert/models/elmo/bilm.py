@@ -303,7 +303,14 @@ class ELMo(keras.Model, EncoderModel):
             ids = self._with_boundary_ids(tf.cast(inputs["token_ids"], tf.int32), lengths)
             tokens = self.token_table(ids)  # (B, T = W + 2, P)
         else:
-            ids = self._with_boundaries(tf.cast(inputs["char_ids"], tf.int32), lengths)
+            char_ids = inputs["char_ids"]
+            width, want = char_ids.shape[-1], self.config.max_characters_per_token
+            if width is not None and width != want:
+                raise ValueError(
+                    f"{self.name}: char_ids have {width} characters a word; this biLM reads "
+                    f"{want} (config.max_characters_per_token): use "
+                    f"ELMoCharTokenizer({want})")
+            ids = self._with_boundaries(tf.cast(char_ids, tf.int32), lengths)
             tokens = self.char_encoder(ids)  # (B, T = W + 2, P)
         full = lengths + 2
         mask = tf.sequence_mask(full, tf.shape(ids)[1])  # (B, T)
