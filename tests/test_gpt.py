@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -483,6 +484,16 @@ def test_lm_examples_leave_padding_out_of_the_loss():
     metric.update_state(labels["logits"][:1], logits[:1])
     metric.update_state(labels["logits"][1:], logits[1:])
     np.testing.assert_allclose(float(metric.result()), np.exp(nll.mean()), rtol=1e-6)
+    # Fractional sample weights summing to less than 1 give the exact weighted mean.
+    metric.reset_state()
+    assert float(metric.result()) == 1.0  # nothing seen: exp(0)
+    weights = np.array([[0.1, 0.2, 0.3], [0.25, 0.0, 0.0]], "float32")
+    metric.update_state(labels["logits"], logits, sample_weight=weights)
+    w = np.array([0.1, 0.2, 0.3, 0.25])
+    np.testing.assert_allclose(float(metric.result()), np.exp((w * nll).sum() / w.sum()),
+                               rtol=1e-6)
+    assert keras.metrics.deserialize(keras.metrics.serialize(metric)).get_config() == \
+        metric.get_config()
 
 
 def test_xla_decoding_equals_the_plain_graph(pair):

@@ -28,6 +28,7 @@ from kbert.layers.activations import get_activation
 from kbert.layers.initializers import truncated_normal
 from kbert.models.bert import checkpoints
 from kbert.models.bert.encoder import BertEncoder
+from kbert.models.metrics import TotalOverCount
 
 logger = logging.getLogger(__name__)
 
@@ -45,25 +46,6 @@ HEAD_NAMES = {
     "cls/seq_relationship/output_bias": ("cls.seq_relationship.bias", False),
 }
 TARGETS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
-
-
-class _WeightedMean(keras.metrics.Metric):
-    def __init__(self, name, **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.total = self.add_variable((), initializer="zeros", name="total", dtype="float32")
-        self.count = self.add_variable((), initializer="zeros", name="count", dtype="float32")
-
-    def update_state(self, values, weights):
-        weights = tf.cast(weights, tf.float32)
-        self.total.assign_add(tf.reduce_sum(tf.cast(values, tf.float32) * weights))
-        self.count.assign_add(tf.reduce_sum(weights))
-
-    def result(self):
-        return self.total / tf.maximum(self.count, 1e-12)
-
-    def reset_state(self):
-        self.total.assign(0.0)
-        self.count.assign(0.0)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -91,7 +73,7 @@ class BertPretrainer(keras.Model):
         self.transform_norm = keras.layers.LayerNormalization(
             epsilon=c.layer_norm_epsilon, dtype=encoder.dtype_policy,
             name="transform_layer_norm")
-        self.trackers = {name: _WeightedMean(name) for name in (
+        self.trackers = {name: TotalOverCount(name) for name in (
             "masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
             "next_sentence_loss")}
 
@@ -137,13 +119,15 @@ class BertPretrainer(keras.Model):
         mlm_loss = tf.reduce_sum(weights * nll) / (tf.reduce_sum(weights) + 1e-5)
         nsp_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp)
         nsp_loss = tf.reduce_mean(nsp_nll)
-        t = self.trackers
-        t["masked_lm_accuracy"].update_state(
-            tf.equal(tf.argmax(mlm, -1, output_type=tf.int32), ids), weights)
-        t["masked_lm_loss"].update_state(nll, weights)
+        t, predictions = self.trackers, tf.cast(tf.size(nsp_nll), tf.float32)
+        mlm_hits = tf.cast(tf.equal(tf.argmax(mlm, -1, output_type=tf.int32), ids), tf.float32)
+        t["masked_lm_accuracy"].update_state(tf.reduce_sum(mlm_hits * weights),
+                                             tf.reduce_sum(weights))
+        t["masked_lm_loss"].update_state(tf.reduce_sum(nll * weights), tf.reduce_sum(weights))
+        nsp_hits = tf.equal(tf.argmax(nsp, -1, output_type=tf.int32), labels)
         t["next_sentence_accuracy"].update_state(
-            tf.equal(tf.argmax(nsp, -1, output_type=tf.int32), labels), tf.ones_like(nsp_nll))
-        t["next_sentence_loss"].update_state(nsp_nll, tf.ones_like(nsp_nll))
+            tf.reduce_sum(tf.cast(nsp_hits, tf.float32)), predictions)
+        t["next_sentence_loss"].update_state(tf.reduce_sum(nsp_nll), predictions)
         loss = mlm_loss + nsp_loss
         if self.losses:
             loss += tf.add_n([tf.cast(v, tf.float32) for v in self.losses])

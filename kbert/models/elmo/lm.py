@@ -28,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.models.elmo.bilm import ELMo
+from kbert.models.metrics import TotalOverCount
 from kbert.tokenizers.elmo import BOS_WORD, EOS_WORD
 
 logger = logging.getLogger(__name__)
@@ -139,30 +140,6 @@ def bilm_dataset(texts, tokenizer, vocab: WordVocabulary, batch_size: int,
         tf.data.AUTOTUNE)
 
 
-class _TokenMean(keras.metrics.Metric):
-    """exp(total NLL / words) over an epoch: a perplexity (or the mean, `exp=False`)."""
-
-    def __init__(self, name, exp=True, **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.exp = exp
-        self.total = self.add_variable((), initializer="zeros", name="total",
-                                       dtype="float32")
-        self.count = self.add_variable((), initializer="zeros", name="count",
-                                       dtype="float32")
-
-    def update_state(self, total, count):
-        self.total.assign_add(tf.cast(total, tf.float32))
-        self.count.assign_add(tf.cast(count, tf.float32))
-
-    def result(self):
-        mean = self.total / tf.maximum(self.count, 1.0)
-        return tf.exp(mean) if self.exp else mean
-
-    def reset_state(self):
-        self.total.assign(0.0)
-        self.count.assign(0.0)
-
-
 @keras.saving.register_keras_serializable(package="kbert")
 class ELMoLanguageModel(keras.Model):
     """ELMo's biLM with its training softmax (see the module docstring).
@@ -191,9 +168,9 @@ class ELMoLanguageModel(keras.Model):
         self.vocab_size, self.bos_id, self.eos_id = int(vocab_size), int(bos_id), int(eos_id)
         self.num_sampled = int(num_sampled)
         self.output_dropout = keras.layers.Dropout(elmo.config.dropout, name="output_dropout")
-        self.perplexity = _TokenMean("perplexity")
-        self.forward_perplexity = _TokenMean("forward_perplexity")
-        self.backward_perplexity = _TokenMean("backward_perplexity")
+        self.perplexity = TotalOverCount("perplexity", exp=True)
+        self.forward_perplexity = TotalOverCount("forward_perplexity", exp=True)
+        self.backward_perplexity = TotalOverCount("backward_perplexity", exp=True)
 
     def build(self, input_shape=None):
         c = self.elmo.config

@@ -17,6 +17,8 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from kbert.models.metrics import TotalOverCount
+
 IGNORED = -1
 
 
@@ -69,16 +71,13 @@ def lm_loss() -> keras.losses.Loss:
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class Perplexity(keras.metrics.Metric):
+class Perplexity(TotalOverCount):
     """exp(mean negative log-likelihood of the next token) over real tokens, accumulated
     over all batches of an epoch (not a mean of per-batch perplexities)."""
 
     def __init__(self, name="perplexity", **kwargs):
-        super().__init__(name=name, **kwargs)
-        self.total = self.add_variable((), initializer="zeros", name="total",
-                                       dtype="float32")
-        self.count = self.add_variable((), initializer="zeros", name="count",
-                                       dtype="float32")
+        kwargs.pop("exp", None)
+        super().__init__(name=name, exp=True, **kwargs)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         labels = tf.cast(y_true, tf.int32)
@@ -88,12 +87,4 @@ class Perplexity(keras.metrics.Metric):
         weight = tf.cast(valid, tf.float32)
         if sample_weight is not None:
             weight *= tf.cast(sample_weight, tf.float32)
-        self.total.assign_add(tf.reduce_sum(nll * weight))
-        self.count.assign_add(tf.reduce_sum(weight))
-
-    def result(self):
-        return tf.exp(self.total / tf.maximum(self.count, 1.0))
-
-    def reset_state(self):
-        self.total.assign(0.0)
-        self.count.assign(0.0)
+        super().update_state(tf.reduce_sum(nll * weight), tf.reduce_sum(weight))
