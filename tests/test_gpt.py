@@ -480,6 +480,11 @@ def test_lm_examples_leave_padding_out_of_the_loss():
                      log_probs[1, 0, 6]])
     np.testing.assert_allclose(float(lm_loss()(labels["logits"], logits)), nll.mean(),
                                rtol=1e-6)
+    # The same value as Keras' loss with ignore_class (which it replaces: Keras' also
+    # passes over the whole logits to blank the ignored rows).
+    keras_loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=-1)
+    np.testing.assert_allclose(float(lm_loss()(labels["logits"], logits)),
+                               float(keras_loss(labels["logits"], logits)), rtol=1e-6)
     metric = Perplexity()
     metric.update_state(labels["logits"][:1], logits[:1])
     metric.update_state(labels["logits"][1:], logits[1:])

@@ -66,8 +66,27 @@ def lm_dataset(texts, tokenizer, seq_length: int, batch_size: int,
 
 def lm_loss() -> keras.losses.Loss:
     """Cross-entropy of the next token, averaged over real tokens (labels -1 out)."""
-    return keras.losses.SparseCategoricalCrossentropy(from_logits=True,
-                                                      ignore_class=IGNORED)
+    return LMLoss()
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class LMLoss(keras.losses.Loss):
+    """Next-token cross-entropy averaged over the real tokens of the batch (labels
+    `IGNORED` left out): Keras' `SparseCategoricalCrossentropy(from_logits=True,
+    ignore_class=-1)`, without its pass over the whole [B, T, vocab] logits that zeroes
+    the ignored rows (a select as large as the logits, forward and backward). Each
+    token's loss is divided by the batch's real-token count, so the "sum" reduction
+    gives the mean (sample weights then weigh tokens within it)."""
+
+    def __init__(self, name="lm_loss", reduction="sum", **kwargs):
+        super().__init__(name=name, reduction=reduction, **kwargs)
+
+    def call(self, y_true, y_pred):
+        labels = tf.cast(y_true, tf.int32)
+        valid = tf.cast(tf.not_equal(labels, IGNORED), tf.float32)
+        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.maximum(labels, 0), logits=tf.cast(y_pred, tf.float32))
+        return nll * valid / tf.maximum(tf.reduce_sum(valid), 1.0)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
