@@ -76,6 +76,10 @@ def load_task_folder(path: str):
             raise ValueError(f"{task_file}: missing field {key!r}")
     family = registry.get_family(info.get("family", "bert"))  # older folders: BERT
     model = keras.saving.load_model(os.path.join(path, "model.keras"), compile=False)
+    if info.get("family") == "gpt":  # GPT classifiers' auxiliary LM loss, linked again
+        from kbert.tasks.glue.gpt import link_auxiliary_losses
+
+        link_auxiliary_losses(model)
     tokenizer = family.tokenizer_class.from_pretrained(path)
     return info["task"], model, tokenizer, dict(info["settings"])
 

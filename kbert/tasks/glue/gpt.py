@@ -33,10 +33,15 @@ class AuxiliaryLMLoss(keras.layers.Layer):
     def __init__(self, weight: float = LM_WEIGHT, **kwargs):
         super().__init__(**kwargs)
         self.weight = float(weight)
-        self.token_embedding = None  # set by build_gpt_classifier (shared, not owned)
+        self.token_embedding = None  # link_auxiliary_losses sets it (shared, not owned)
 
     def call(self, sequence_output, token_ids, padding_mask, training=None):
-        if training and self.weight and self.token_embedding is not None:
+        if training and self.weight and self.token_embedding is None:
+            raise ValueError(
+                f"{self.name}: not linked to the decoder's token embedding (a model loaded "
+                "from a .keras file): call kbert.tasks.glue.gpt.link_auxiliary_losses(model)"
+                " before training it")
+        if training and self.weight:
             logits = self.token_embedding.logits(sequence_output[:, :-1])  # (B, T-1, V)
             labels = ops.cast(token_ids[:, 1:], "int32")
             real = ops.cast(padding_mask[:, 1:], "float32") * ops.cast(
@@ -81,3 +86,26 @@ def build_gpt_classifier(decoder, num_labels: int, regression: bool = False,
                            name="gpt_regressor")
     return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
                        name="gpt_classifier")
+
+
+def link_auxiliary_losses(model: keras.Model) -> keras.Model:
+    """Points every `AuxiliaryLMLoss` of `model` at the token embedding of the model's
+    GPT decoder (the tied output layer the auxiliary loss computes logits with).
+
+    `build_gpt_classifier` links its layer; the link is not part of a layer's config, so
+    a classifier loaded from a `.keras` file needs it again before training
+    (`kbert.export.folder.load_task_folder` does it). Returns `model`."""
+    from kbert.models.gpt.decoder import GPTDecoder
+
+    losses = [layer for layer in model.layers if isinstance(layer, AuxiliaryLMLoss)]
+    if not losses:
+        return model
+    decoders = [layer for layer in model.layers if isinstance(layer, GPTDecoder)]
+    if len(decoders) != 1:
+        raise ValueError(f"{model.name}: an auxiliary LM loss needs exactly one GPTDecoder "
+                         f"in the model, found {len(decoders)}")
+    for layer in losses:
+        # Past Keras' attribute tracking: the layer is built, and the embedding stays the
+        # decoder's (not a sublayer of the loss, as in a freshly loaded model).
+        object.__setattr__(layer, "token_embedding", decoders[0].token_embedding)
+    return model
