@@ -52,15 +52,20 @@ def test_input_formats_of_the_paper(tokenizer):
         tokenizer(["a"], ["b"])
 
 
-def test_auxiliary_lm_loss_is_half_the_lm_loss_in_training_only(tokenizer):
-    from kbert.models.gpt.lm import lm_examples, lm_loss
-
+def _tiny_classifier(tokenizer):
+    """(decoder, classifier, a batch): a tiny GPT without dropout, two sentences."""
     tok = tokenizer.with_task_tokens()
     decoder = kbert.GPTDecoder(kbert.GPTConfig.preset("tiny", vocab_size=tok.vocab_size,
                                                       dropout=0.0, embedding_dropout=0.0,
                                                       attention_dropout=0.0))
-    model = build_gpt_classifier(decoder, 2)
-    x = tok(["red blue green", "gold"], seq_length=8)
+    return decoder, build_gpt_classifier(decoder, 2), tok(["red blue green", "gold"],
+                                                          seq_length=8)
+
+
+def test_auxiliary_lm_loss_is_half_the_lm_loss_in_training_only(tokenizer):
+    from kbert.models.gpt.lm import lm_examples, lm_loss
+
+    decoder, model, x = _tiny_classifier(tokenizer)
     model(x, training=True)
     (added,) = model.losses
     inputs, labels = lm_examples(x["token_ids"], x["padding_mask"])
@@ -73,16 +78,10 @@ def test_auxiliary_lm_loss_is_half_the_lm_loss_in_training_only(tokenizer):
     assert AuxiliaryLMLoss(0.5).get_config()["weight"] == 0.5
 
 
-
 def test_a_loaded_classifier_trains_with_its_auxiliary_loss_once_linked(tokenizer, tmp_path):
     from kbert.tasks.glue.gpt import link_auxiliary_losses
 
-    tok = tokenizer.with_task_tokens()
-    decoder = kbert.GPTDecoder(kbert.GPTConfig.preset("tiny", vocab_size=tok.vocab_size,
-                                                      dropout=0.0, embedding_dropout=0.0,
-                                                      attention_dropout=0.0))
-    model = build_gpt_classifier(decoder, 2)
-    x = tok(["red blue green", "gold"], seq_length=8)
+    decoder, model, x = _tiny_classifier(tokenizer)
     model(x, training=True)
     (want,) = model.losses
     model.save(tmp_path / "model.keras")
