@@ -249,7 +249,26 @@ def test_generate_is_traced_once_for_all_shapes(pair):
         ids = np.ones((batch, width), "int32")
         lm.generate_ids(ids, np.ones_like(ids), max_new_tokens=new)
     (function,) = lm._generate_cache.functions.values()
-    assert function.experimental_get_tracing_count() == 1
+    assert function.compiled.experimental_get_tracing_count() == 1
+
+
+def test_xla_shape_buckets():
+    """XLA compiles the loop once per input shape: prompts are left-padded to a multiple
+    of 32 tokens and the cache gets a multiple of 32 new-token slots, so that these
+    prompts and lengths share one compiled loop (batch size aside)."""
+    shapes = set()
+    for width, new in ((3, 4), (5, 2), (1, 32), (32, 6)):
+        ids = np.arange(1, width + 1, dtype="int32")[None]
+        padded, mask, capacity = generation.bucket(ids, np.ones_like(ids), new)
+        shapes.add((tuple(padded.shape), int(capacity)))
+        np.testing.assert_array_equal(padded[0, -width:], ids[0])  # left padding only
+        np.testing.assert_array_equal(mask[0], [0] * (32 - width) + [1] * width)
+    assert shapes == {((1, 32), 32)}
+    padded, _, capacity = generation.bucket(np.ones((2, 33), "int32"), np.ones((2, 33)), 33)
+    assert padded.shape == (2, 64) and int(capacity) == 64
+    padded, _, capacity = generation.bucket(np.ones((2, 5), "int32"), np.ones((2, 5)), 7,
+                                            buckets=False)
+    assert padded.shape == (2, 5) and int(capacity) == 7
 
 
 def _fixed_logits_model(logits_row):

@@ -196,7 +196,7 @@ def test_token_embedding_logits_are_tied():
     x = np.asarray(layer(ids))
     logits = np.asarray(layer.logits(x))
     table = layer.embeddings.numpy()
-    np.testing.assert_allclose(logits, x @ table.T, rtol=1e-6)
+    np.testing.assert_allclose(logits, x @ table.T, rtol=1e-6, atol=1e-9)
     assert logits.dtype == np.float32 and logits.shape == (1, 3, 11)
 
 

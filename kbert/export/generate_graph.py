@@ -46,7 +46,11 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     if end is None:
         raise ValueError("the generate export needs an end token (GPT-2's <|endoftext|>); "
                          "this model has none")
-    run = generation.generate_function(lm, sampler, temperature, top_k, top_p, end)
+    # No XLA in the export: TF Serving's XLA:CPU JIT is off by default
+    # (--xla_cpu_compilation_enabled), and an export may be served on other devices
+    # than the one that wrote it.
+    run = generation.generate_function(lm, sampler, temperature, top_k, top_p, end,
+                                       jit_compile=False)
     settings = {"max_new_tokens": int(max_new_tokens), "sampler": sampler,
                 "temperature": float(temperature), "top_k": top_k, "top_p": top_p,
                 "seed": seed, "end_token_id": end, "max_prompt_tokens": limit - max_new_tokens}

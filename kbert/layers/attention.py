@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from kbert.layers.initializers import initializer_from, serialize_initializer
@@ -121,7 +122,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 attention_mask = merge_masks(
                     attention_mask, _written_keys(ops.shape(k)[2], start + ops.shape(q)[2]))
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
-        scores = ops.matmul(q, ops.transpose(k, (0, 1, 3, 2)))  # (B, N, Tq, Tk)
+        # q k^T as one product with transpose_b: XLA copied the transposed keys (the
+        # whole cache when decoding) for `matmul(q, transpose(k))`.
+        scores = tf.matmul(q, k, transpose_b=True)  # (B, N, Tq, Tk)
         # Softmax in float32 even under mixed precision, as the references do.
         scores = ops.cast(scores, "float32")
         if attention_bias is not None:

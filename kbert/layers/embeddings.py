@@ -5,6 +5,7 @@ position embeddings."""
 from __future__ import annotations
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from kbert.layers.initializers import initializer_from, serialize_initializer
@@ -37,7 +38,12 @@ class TokenEmbedding(keras.layers.Embedding):
     def logits(self, x):
         """float Tensor [..., H] -> float32 logits [..., V]."""
         table = ops.cast(self.embeddings, "float32")
-        return ops.matmul(ops.cast(x, "float32"), ops.transpose(table))
+        x = ops.cast(x, "float32")
+        # One [N, H] x [V, H]^T product (transpose_b): the table is read as it is
+        # stored. `x @ transpose(table)` made XLA copy the whole transposed table
+        # (154 MB for GPT-2) at every call, e.g. every decoding step.
+        rows = tf.matmul(tf.reshape(x, (-1, ops.shape(x)[-1])), table, transpose_b=True)
+        return tf.reshape(rows, tf.concat([tf.shape(x)[:-1], tf.shape(table)[:1]], 0))
 
 
 @keras.saving.register_keras_serializable(package="kbert")
