@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import tensorflow as tf
 
 from kbert.io import read_json
@@ -163,9 +164,12 @@ class GPTTokenizer(Tokenizer):
             back[ord(c)] = b
         self._char_to_byte = tf.constant(back, tf.int32)
         self._single_bytes = tf.constant([bytes([b]) for b in range(256)])
+        # The class of every code point up to the last range's start, one gather a
+        # character (a binary search over the 1,650 ranges took a quarter of `_split`).
         starts, classes = zip(*gpt2_classes.RANGES)
-        self._class_starts = tf.constant(starts, tf.int32)
-        self._class_ids = tf.constant(classes, tf.int32)
+        self._last_class_start = starts[-1]
+        self._class_of = tf.constant(
+            np.repeat(np.array(classes, np.int32), np.diff(list(starts) + [starts[-1] + 1])))
         self._build_word_cache(to_char)
         spec = tf.TensorSpec([None], tf.string)
         self._compiled_tokenize = tf.function(self._tokenize, input_signature=[spec],
@@ -206,8 +210,7 @@ class GPTTokenizer(Tokenizer):
         flat = chars.flat_values  # (C,) code points of every text
         rows = chars.value_rowids()
         n = tf.size(flat)
-        cls = tf.gather(self._class_ids,
-                        tf.searchsorted(self._class_starts, flat, side="right") - 1)
+        cls = tf.gather(self._class_of, tf.minimum(flat, self._last_class_start))
         ws = tf.equal(cls, _WHITESPACE)
         sp = tf.equal(flat, _SPACE)
 
@@ -219,10 +222,14 @@ class GPTTokenizer(Tokenizer):
                 return tf.concat([pad, x], 0)[:n]
             return tf.concat([x, pad], 0)[-k:][:n]
 
+        same_rows = {}
+
         def shift(x, k, fill):
             """`moved`, with `fill` where that element is in another text."""
-            same_row = tf.equal(moved(rows, k, -1), rows)
-            return tf.where(same_row, moved(x, k, fill), tf.fill([n], tf.constant(fill, x.dtype)))
+            if k not in same_rows:
+                same_rows[k] = tf.equal(moved(rows, k, -1), rows)
+            return tf.where(same_rows[k], moved(x, k, fill),
+                            tf.fill([n], tf.constant(fill, x.dtype)))
 
         first = tf.not_equal(shift(rows, 1, -1), rows)
         prev_ws = shift(ws, 1, False)
@@ -249,14 +256,16 @@ class GPTTokenizer(Tokenizer):
         after = tf.equal(shift(length, 2, 0), 2) | tf.equal(shift(length, 3, 0), 3)
         start = (start & tf.logical_not(inside)) | after
 
-        # Byte spans of the words, cut from the original bytes.
-        begin = tf.boolean_mask(offsets.flat_values, start)  # (W,)
+        # Byte spans of the words, cut from the batch's texts joined into one string
+        # (rather than from a copy of its text for every word).
         word_rows = tf.boolean_mask(rows, start)
+        sizes = tf.cast(tf.strings.length(texts, unit="BYTE"), offsets.dtype)  # (B,)
+        text_start = tf.cumsum(sizes, exclusive=True)
+        begin = tf.boolean_mask(offsets.flat_values, start) + tf.gather(text_start, word_rows)
         is_last = tf.not_equal(word_rows, tf.concat([word_rows[1:], [-1]], 0))
-        sizes = tf.cast(tf.strings.length(texts, unit="BYTE"), begin.dtype)
-        end = tf.where(is_last, tf.gather(sizes, word_rows),
+        end = tf.where(is_last, tf.gather(text_start + sizes, word_rows),
                        tf.concat([begin[1:], tf.zeros([1], begin.dtype)], 0))
-        words = tf.strings.substr(tf.gather(texts, word_rows), tf.cast(begin, tf.int32),
+        words = tf.strings.substr(tf.strings.reduce_join(texts), tf.cast(begin, tf.int32),
                                   tf.cast(end - begin, tf.int32))
         return tf.RaggedTensor.from_value_rowids(words, word_rows,
                                                  nrows=tf.shape(texts, tf.int64)[0])
@@ -311,16 +320,22 @@ class GPTTokenizer(Tokenizer):
         self._cache_ids = tf.constant(ids.flat_values.numpy())
         self._cache_splits = tf.constant(ids.row_splits.numpy())
 
+    def _unique_bpe(self, words):
+        """`_bpe` of each distinct word once (words repeat: a batch of text holds far
+        fewer distinct words than words), gathered back to every word."""
+        distinct, index = tf.unique(words)
+        return tf.gather(self._bpe(distinct), index)
+
     def _words_to_ids(self, words):
         """tf.string [W] -> int32 RaggedTensor [W, (tokens)], cached words looked up."""
         if self._word_cache is None:
-            return self._bpe(words)
+            return self._unique_bpe(words)
         slot = self._word_cache.lookup(words)  # (W,), -1 for a word not cached
         hit = slot >= 0
         cached = tf.RaggedTensor.from_row_splits(self._cache_ids, self._cache_splits,
                                                  validate=False)
         hits = tf.gather(cached, tf.boolean_mask(slot, hit))  # (H, (T))
-        misses = self._bpe(tf.boolean_mask(words, tf.logical_not(hit)))  # (M, (T))
+        misses = self._unique_bpe(tf.boolean_mask(words, tf.logical_not(hit)))  # (M, (T))
         # Back in word order: hits and misses interleaved as the words were.
         where_hit = tf.cast(tf.where(hit)[:, 0], tf.int32)
         where_miss = tf.cast(tf.where(tf.logical_not(hit))[:, 0], tf.int32)

@@ -75,14 +75,16 @@ class GPT1Tokenizer(Tokenizer):
 
     def _tokenize(self, texts):
         words, _, _ = self._basic.split_words(texts)  # (B, (W)), lower-cased
-        chars = tf.strings.unicode_split(words.flat_values, "UTF-8")  # (W, (C))
+        # Each distinct word is merged once, then gathered back to every word.
+        distinct, index = tf.unique(words.flat_values)  # (U,), (W,)
+        chars = tf.strings.unicode_split(distinct, "UTF-8")  # (U, (C))
         flat = chars.flat_values
         last = tf.not_equal(chars.value_rowids(),
                             tf.concat([chars.value_rowids()[1:], [-1]], 0))
         symbols = tf.where(last, tf.strings.join([flat, WORD_END]), flat)
         merged = merge_rounds(self._ranks, chars.value_rowids(), symbols,
-                              tf.shape(words.flat_values, tf.int64)[0])
-        ids = merged.with_flat_values(self._ids.lookup(merged.flat_values))
+                              tf.shape(distinct, tf.int64)[0])
+        ids = tf.gather(merged.with_flat_values(self._ids.lookup(merged.flat_values)), index)
         return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
 
     def tokenize(self, texts) -> tf.RaggedTensor:
