@@ -155,10 +155,10 @@ class GPTTokenizer(Tokenizer):
         for token, i in ordered:
             strings[i] = token
         self._id_to_token = tf.constant(strings)
-        self._ranks = table([f"{a} {b}" for a, b in self._merges],
-                            list(range(len(self._merges))), tf.string, tf.int32, _NO_RANK)
-        self._byte_symbols = table([bytes([b]) for b in range(256)],
-                                   [to_char[b] for b in range(256)], tf.string, tf.string, "")
+        self._merge_table = MergeTable(self._vocabulary, self._merges)
+        self._byte_ids = table([bytes([b]) for b in range(256)],
+                               [self._vocabulary[to_char[b]] for b in range(256)], tf.string,
+                               tf.int32, -1)
         back = [0] * (max(ord(c) for c in to_char.values()) + 1)
         for b, c in to_char.items():
             back[ord(c)] = b
@@ -274,10 +274,9 @@ class GPTTokenizer(Tokenizer):
     def _bpe(self, words):
         """tf.string [W] words -> int32 RaggedTensor [W, (tokens)]."""
         pieces = tf.strings.bytes_split(words)  # (W, (bytes))
-        symbols = merge_rounds(self._ranks, pieces.value_rowids(),
-                               self._byte_symbols.lookup(pieces.flat_values),
-                               tf.shape(words, tf.int64)[0])
-        return symbols.with_flat_values(self._ids.lookup(symbols.flat_values))
+        return merge_rounds(self._merge_table, pieces.value_rowids(),
+                            self._byte_ids.lookup(pieces.flat_values),
+                            tf.shape(words, tf.int64)[0])
 
     # ---------------------------------------------------------------- tokenizing
     def _tokenize(self, texts):
@@ -502,16 +501,57 @@ def _is_gpt1_folder(path: str) -> bool:
     return False
 
 
-def merge_rounds(ranks, rows, symbols, count) -> tf.RaggedTensor:
+_PAIR_BASE = 2 ** 22  # a pair (left, right) of symbol ids is the key left * base + right
+
+
+class MergeTable(tf.Module):
+    """BPE merges as integer tables, so that the merge rounds handle no strings: each
+    symbol is an id (the vocabulary's; strings that only merges name get ids past it),
+    a pair of ids has its merge's rank, and a rank gives the merged symbol's id.
+
+    Args:
+        vocabulary: token -> id.
+        merges: (left, right) pairs in rank order (the first of repeated pairs counts).
+    """
+
+    def __init__(self, vocabulary: dict, merges):
+        super().__init__(name="merge_table")
+        ids = dict(vocabulary)
+        self.vocab_end = max(ids.values(), default=-1) + 1  # ids from here: not tokens
+        for a, b in merges:
+            for piece in (a, b, a + b):
+                ids.setdefault(piece, self.vocab_end + len(ids) - len(vocabulary))
+        if len(ids) + self.vocab_end >= _PAIR_BASE:
+            raise ValueError(f"{len(ids)} BPE symbols: more than this tokenizer handles "
+                             f"({_PAIR_BASE // 2})")
+        keys, ranks = [], []
+        seen = set()
+        for rank, (a, b) in enumerate(merges):
+            key = ids[a] * _PAIR_BASE + ids[b]
+            if key not in seen:
+                seen.add(key)
+                keys.append(key)
+                ranks.append(rank)
+        self.ranks = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(keys, tf.int64), tf.constant(ranks, tf.int32)), _NO_RANK)
+        self.results = tf.constant([ids[a + b] for a, b in merges] or [0], tf.int32)
+        strings = sorted(ids, key=ids.get)
+        self.symbol_ids = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+            tf.constant(strings), tf.constant([ids[t] for t in strings], tf.int32)), -1)
+
+
+def merge_rounds(merges: MergeTable, rows, symbols, count) -> tf.RaggedTensor:
     """BPE on many words at once: int64 `rows` [N] (each symbol's word, sorted) and
-    tf.string `symbols` [N] -> RaggedTensor [count, (symbols)] of the merged symbols.
+    int32 symbol ids `symbols` [N] (`merges.symbol_ids`; -1 for a symbol no merge
+    names) -> RaggedTensor [count, (ids)] of the merged symbols' ids.
 
     The symbols of all words lie in one flat vector, so a round costs what the words
     still merging hold, whatever the longest word. Each round, every word merges every
-    occurrence of its best-ranked pair (`ranks`: a table from "a b" to the merge's
-    rank), left to right without overlap, as the reference `bpe()` does; a word without
-    a listed pair is done and its symbols are emitted.
+    occurrence of its best-ranked pair, left to right without overlap, as the reference
+    `bpe()` does; a word without a listed pair is done and its symbols are emitted.
     """
+    base = tf.constant(_PAIR_BASE, tf.int64)
+    last_rank = tf.size(merges.results) - 1
 
     def cond(rows, symbols, out_rows, out_pos, out_symbols):
         return tf.size(rows) > 0
@@ -520,8 +560,9 @@ def merge_rounds(ranks, rows, symbols, count) -> tf.RaggedTensor:
         n = tf.size(rows)
         index = tf.range(n)
         same = tf.equal(rows[1:], rows[:-1])  # pair (i, i + 1) inside one word
-        pair_ranks = tf.where(same, ranks.lookup(
-            tf.strings.join([symbols[:-1], symbols[1:]], " ")), _NO_RANK)
+        wide = tf.cast(symbols, tf.int64)
+        pair_ranks = tf.where(same & (symbols[:-1] >= 0) & (symbols[1:] >= 0),
+                              merges.ranks.lookup(wide[:-1] * base + wide[1:]), _NO_RANK)
         pair_rows = rows[:-1]
         best = tf.math.unsorted_segment_min(pair_ranks, pair_rows, count)
         hit = tf.equal(pair_ranks, tf.gather(best, pair_rows)) & (pair_ranks < _NO_RANK)
@@ -532,7 +573,9 @@ def merge_rounds(ranks, rows, symbols, count) -> tf.RaggedTensor:
         run_begin = tf.gather(tf.concat(
             [[0], tf.cast(tf.where(first_of_run)[:, 0], tf.int32)], 0), runs)
         merge = hit & tf.equal((index[:-1] - run_begin) % 2, 0)
+        merged_ids = tf.gather(merges.results, tf.minimum(pair_ranks, last_rank))
         merge = tf.concat([merge, [False]], 0)  # (n,): symbol i takes symbol i + 1
+        merged_ids = tf.concat([merged_ids, [0]], 0)
         merged_words = tf.math.unsorted_segment_max(tf.cast(merge, tf.int32), rows, count)
         done = tf.equal(tf.gather(merged_words, rows), 0)
         # Words without a listed pair are done: emit their symbols with positions.
@@ -543,15 +586,14 @@ def merge_rounds(ranks, rows, symbols, count) -> tf.RaggedTensor:
         out_pos = tf.concat([out_pos, tf.boolean_mask(index - word_start, done)], 0)
         out_symbols = tf.concat([out_symbols, tf.boolean_mask(symbols, done)], 0)
         # The others merge and go on.
-        following = tf.concat([symbols[1:], [""]], 0)
-        joined = tf.where(merge, tf.strings.join([symbols, following]), symbols)
+        joined = tf.where(merge, merged_ids, symbols)
         dropped = tf.concat([[False], merge[:-1]], 0)
         keep = tf.logical_not(done) & tf.logical_not(dropped)
         return (tf.boolean_mask(rows, keep), tf.boolean_mask(joined, keep), out_rows,
                 out_pos, out_symbols)
 
-    state = (tf.cast(rows, tf.int64), symbols, tf.zeros([0], tf.int64),
-             tf.zeros([0], tf.int32), tf.zeros([0], tf.string))
+    state = (tf.cast(rows, tf.int64), tf.cast(symbols, tf.int32), tf.zeros([0], tf.int64),
+             tf.zeros([0], tf.int32), tf.zeros([0], tf.int32))
     invariants = tuple(tf.TensorShape([None]) for _ in state)
     _, _, out_rows, out_pos, out_symbols = tf.while_loop(
         cond, body, state, shape_invariants=invariants)

@@ -18,7 +18,7 @@ import tensorflow as tf
 from kbert.io import read_json
 from kbert.tokenizers.base import Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
-from kbert.tokenizers.gpt import _NO_RANK, bpe_assets, merge_rounds, read_merges
+from kbert.tokenizers.gpt import MergeTable, bpe_assets, merge_rounds, read_merges
 from kbert.tokenizers.packing import pack_decoder
 
 WORD_END = "</w>"
@@ -54,9 +54,7 @@ class GPT1Tokenizer(Tokenizer):
         self._ids = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
             tf.constant([k for k, _ in ordered]), tf.constant([v for _, v in ordered],
                                                               tf.int32)), self.unk_id)
-        self._ranks = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-            tf.constant([f"{a} {b}" for a, b in self._merges]),
-            tf.range(len(self._merges), dtype=tf.int32)), _NO_RANK)
+        self._merge_table = MergeTable(self._vocabulary, self._merges)
         strings = [""] * (max(self._vocabulary.values()) + 1)
         for token, i in ordered:
             strings[i] = token
@@ -82,9 +80,14 @@ class GPT1Tokenizer(Tokenizer):
         last = tf.not_equal(chars.value_rowids(),
                             tf.concat([chars.value_rowids()[1:], [-1]], 0))
         symbols = tf.where(last, tf.strings.join([flat, WORD_END]), flat)
-        merged = merge_rounds(self._ranks, chars.value_rowids(), symbols,
+        table = self._merge_table
+        merged = merge_rounds(table, chars.value_rowids(), table.symbol_ids.lookup(symbols),
                               tf.shape(distinct, tf.int64)[0])
-        ids = tf.gather(merged.with_flat_values(self._ids.lookup(merged.flat_values)), index)
+        # Symbols outside the vocabulary (never in a merge, or made only by merges) are
+        # the unknown token.
+        flat = merged.flat_values
+        flat = tf.where((flat < 0) | (flat >= table.vocab_end), self.unk_id, flat)
+        ids = tf.gather(merged.with_flat_values(flat), index)
         return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
 
     def tokenize(self, texts) -> tf.RaggedTensor:
