@@ -10,7 +10,17 @@ masked-LM loss weighted as `masked_lm_weights`. Both train with the same AdamW
 records are padded to the sequence length). Tokens/s counts every position of every row.
 Rounds alternate between the libraries; the median round is reported.
 
-Run: `python benchmarks/bench_pretrain.py [--preset mini --batch 16 --seq 128 --rounds 3]`.
+Model FLOPs (`model_flops_per_step`): a training step costs 6 FLOPs per parameter per
+position it is applied to (2 forward, 4 backward), and attention's two products
+12 * layers * hidden * seq per token (PaLM's MFU accounting, Chowdhery et al. 2022,
+appendix B): the encoder's layers at every position, the masked-LM transform and tied
+output layer at the masked positions only, the pooler and next-sentence head once per
+row. Embedding lookups count no FLOPs. MFU is that rate over `--peak_tflops`, the
+device's dense peak for the step's precision (e.g. 989 for an H100/H200 SXM in bfloat16).
+
+Run: `python benchmarks/bench_pretrain.py [--preset mini --batch 16 --seq 128 --rounds 3]`;
+the GPU measurement of the pretraining issue: `--preset base --batch 64 --seq 128
+--mixed_precision mixed_bfloat16 --jit_compile --peak_tflops 989`.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import tensorflow as tf  # noqa: E402
 import kbert  # noqa: E402
 from _common import median_seconds  # noqa: E402
 from kbert import training  # noqa: E402
+from kbert.training.precision import POLICIES  # noqa: E402
 
 
 def _optimizer():
@@ -38,11 +49,23 @@ def _optimizer():
     return optimizer
 
 
-def build(config: kbert.BertConfig):
+def model_flops_per_step(config: kbert.BertConfig, batch: int, seq: int,
+                         predictions: int) -> float:
+    """Training FLOPs of one `BertPretrainer` step (see the module docstring)."""
+    h, f, layers = config.hidden_size, config.intermediate_size, config.num_layers
+    per_layer = 4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h  # attention, FFN, 2 LNs
+    encoder = 6 * layers * per_layer * seq + 12 * layers * h * seq * seq
+    masked_lm = 6 * predictions * (h * h + h + 2 * h + h * config.vocab_size
+                                   + config.vocab_size)  # transform, LN, output
+    heads = 6 * (h * h + h + 2 * h + 2)  # pooler, next sentence
+    return float(batch * (encoder + masked_lm + heads))
+
+
+def build(config: kbert.BertConfig, jit_compile: bool = False):
     import keras_hub
 
     ours = kbert.BertPretrainer(kbert.BertEncoder(config))
-    ours.compile(optimizer=_optimizer())
+    ours.compile(optimizer=_optimizer(), jit_compile=jit_compile)
     backbone = keras_hub.models.BertBackbone(
         vocabulary_size=config.vocab_size, num_layers=config.num_layers,
         num_heads=config.num_heads, hidden_dim=config.hidden_size,
@@ -52,7 +75,7 @@ def build(config: kbert.BertConfig):
     theirs = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
     theirs.compile(optimizer=_optimizer(),
                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                   weighted_metrics=[])
+                   weighted_metrics=[], jit_compile=jit_compile)
     return ours, theirs
 
 
@@ -74,8 +97,8 @@ def batch_of(config, batch, seq, predictions, seed=0):
     return ours, theirs
 
 
-def bench(config, batch, seq, predictions, steps, rounds):
-    ours, theirs = build(config)
+def bench(config, batch, seq, predictions, steps, rounds, jit_compile=False):
+    ours, theirs = build(config, jit_compile)
     (x, y), (hx, hy, hw) = batch_of(config, batch, seq, predictions)
     runs = {"kbert": lambda: ours.train_on_batch(x, y),
             "keras-hub": lambda: theirs.train_on_batch(hx, hy, sample_weight=hw)}
@@ -92,13 +115,27 @@ def main(argv=None) -> None:
     p.add_argument("--predictions", type=int, default=20)
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--mixed_precision", default="float32", choices=POLICIES)
+    p.add_argument("--jit_compile", action="store_true", help="XLA for both models' steps")
+    p.add_argument("--peak_tflops", type=float, default=None,
+                   help="the device's dense peak in this precision, for MFU")
     args = p.parse_args(argv)
+    training.set_precision(args.mixed_precision)
     config = kbert.BertConfig.preset(args.preset, vocab_size=args.vocab, dropout=0.1)
-    rates = bench(config, args.batch, args.seq, args.predictions, args.steps, args.rounds)
+    rates = bench(config, args.batch, args.seq, args.predictions, args.steps, args.rounds,
+                  args.jit_compile)
+    flops = model_flops_per_step(config, args.batch, args.seq, args.predictions)
+    tflops = {name: flops * rate / (args.batch * args.seq) / 1e12
+              for name, rate in rates.items()}
+    devices = [d.device_type for d in tf.config.list_logical_devices()]
     print(json.dumps({
         "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or None,
-                    "tensorflow": tf.__version__},
+                    "devices": devices, "tensorflow": tf.__version__},
         "settings": vars(args), "tokens_per_s": rates,
+        "examples_per_s": {name: rate / args.seq for name, rate in rates.items()},
+        "model_tflop_per_step": flops / 1e12, "model_tflops_per_s": tflops,
+        "mfu": ({name: t / args.peak_tflops for name, t in tflops.items()}
+                if args.peak_tflops else None),
         "kbert_over_keras_hub": rates["kbert"] / rates["keras-hub"]}, indent=2))
 
 
