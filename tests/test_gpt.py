@@ -521,8 +521,8 @@ def test_lm_examples_leave_padding_out_of_the_loss():
 
 
 def test_xla_decoding_equals_the_plain_graph(pair):
-    """The decoding loop compiled with XLA (the default on GPUs and TPUs) gives the same
-    tokens."""
+    """The decoding loop compiled with XLA (the default, on every device) gives the
+    same tokens as the plain graph (the generate export's)."""
     _, _, lm = pair
     _, ids, mask = _prompts()
     left, left_mask = generation.left_pad(ids, mask)
@@ -532,3 +532,8 @@ def test_xla_decoding_equals_the_plain_graph(pair):
     xla = generation.generate_function(lm, jit_compile=True)(left, left_mask,
                                                             tf.constant(6), seed)
     np.testing.assert_array_equal(xla.numpy(), plain.numpy())
+    # The public switch: generate_ids(..., jit_compile=False) runs the plain graph.
+    np.testing.assert_array_equal(
+        lm.generate_ids(ids, mask, 6, end_token_id=None, jit_compile=False).numpy(),
+        lm.generate_ids(ids, mask, 6, end_token_id=None).numpy())
+    assert {key[-1] for key in lm._generate_cache.functions} == {False, True}

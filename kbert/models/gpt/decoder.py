@@ -283,20 +283,24 @@ class GPTLanguageModel(keras.Model):
 
     def generate(self, prompts, max_new_tokens: int = 32, sampler: str = "greedy",
                  temperature: float = 1.0, top_k: int | None = None,
-                 top_p: float | None = None, seed: int | None = None):
+                 top_p: float | None = None, seed: int | None = None,
+                 jit_compile: bool | None = None):
         """Continues each prompt: strings in, strings out (the prompt, then the
         continuation, up to and without the end token). See `kbert.models.gpt.
-        generation` for the decoding; `generate_ids` works on token ids."""
+        generation` for the decoding; `generate_ids` works on token ids. `jit_compile`:
+        None (XLA) or False (the plain graph: no compilation per shape bucket)."""
         from kbert.models.gpt import generation
 
         return generation.generate_text(self, prompts, max_new_tokens=max_new_tokens,
                                         sampler=sampler, temperature=temperature,
-                                        top_k=top_k, top_p=top_p, seed=seed)
+                                        top_k=top_k, top_p=top_p, seed=seed,
+                                        jit_compile=jit_compile)
 
     def generate_ids(self, token_ids, padding_mask, max_new_tokens: int = 32,
                      sampler: str = "greedy", temperature: float = 1.0,
                      top_k: int | None = None, top_p: float | None = None,
-                     seed: int | None = None, end_token_id: int | None = -1):
+                     seed: int | None = None, end_token_id: int | None = -1,
+                     jit_compile: bool | None = None):
         """Continues left- or right-padded prompts of token ids [B, P]; returns int32
         [B, max_new_tokens], the new tokens (after a row's end token: the end token
         again; `end_token_id=None` never stops). See `kbert.models.gpt.generation`."""
@@ -304,7 +308,8 @@ class GPTLanguageModel(keras.Model):
 
         return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
                                        sampler=sampler, temperature=temperature, top_k=top_k,
-                                       top_p=top_p, seed=seed, end_token_id=end_token_id)
+                                       top_p=top_p, seed=seed, end_token_id=end_token_id,
+                                       jit_compile=jit_compile)
 
 
 class _Untracked:

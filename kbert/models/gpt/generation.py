@@ -208,7 +208,8 @@ def _seed(seed):
 
 
 def generate_ids(lm, token_ids, padding_mask, max_new_tokens, sampler="greedy",
-                 temperature=1.0, top_k=None, top_p=None, seed=None, end_token_id=-1):
+                 temperature=1.0, top_k=None, top_p=None, seed=None, end_token_id=-1,
+                 jit_compile=None):
     """See `GPTLanguageModel.generate_ids`. `end_token_id=-1` means the config's."""
     if end_token_id == -1:
         end_token_id = lm.config.end_token_id
@@ -220,12 +221,13 @@ def generate_ids(lm, token_ids, padding_mask, max_new_tokens, sampler="greedy",
     if longest + int(max_new_tokens) > limit:
         raise ValueError(f"a prompt of {longest} tokens + max_new_tokens={max_new_tokens} "
                          f"exceeds the model's {limit} positions")
-    run = generate_function(lm, sampler, temperature, top_k, top_p, end_token_id)
+    run = generate_function(lm, sampler, temperature, top_k, top_p, end_token_id,
+                            jit_compile=jit_compile)
     return run(ids, mask, tf.constant(int(max_new_tokens), tf.int32), _seed(seed))
 
 
 def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=1.0,
-                  top_k=None, top_p=None, seed=None):
+                  top_k=None, top_p=None, seed=None, jit_compile=None):
     """Strings in, strings out: each prompt followed by its continuation (up to the end
     token, which is left out). An empty prompt starts from the end token, as GPT-2's
     unconditional samples do; a prompt longer than the model's positions less
@@ -258,7 +260,7 @@ def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=
     dense = ids.to_tensor(0)
     mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
     new = generate_ids(lm, dense, mask, max_new_tokens, sampler, temperature, top_k, top_p,
-                       seed)
+                       seed, jit_compile=jit_compile)
     if end is not None:  # cut at the first end token
         keep = tf.cumsum(tf.cast(tf.equal(new, end), tf.int32), axis=1) == 0
         new = tf.ragged.boolean_mask(new, keep)
