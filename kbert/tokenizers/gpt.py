@@ -148,8 +148,6 @@ class GPTTokenizer(Tokenizer):
                 tf.constant(keys, key_dtype), tf.constant(values, value_dtype)), default)
 
         ordered = sorted(self._vocabulary.items(), key=lambda kv: kv[1])
-        self._ids = table([k for k, _ in ordered], [v for _, v in ordered], tf.string,
-                          tf.int32, -1)
         size = max(self._vocabulary.values()) + 1
         strings = [""] * size
         for token, i in ordered:
@@ -521,9 +519,9 @@ class MergeTable(tf.Module):
         for a, b in merges:
             for piece in (a, b, a + b):
                 ids.setdefault(piece, self.vocab_end + len(ids) - len(vocabulary))
-        if len(ids) + self.vocab_end >= _PAIR_BASE:
-            raise ValueError(f"{len(ids)} BPE symbols: more than this tokenizer handles "
-                             f"({_PAIR_BASE // 2})")
+        if max(ids.values(), default=0) >= _PAIR_BASE:
+            raise ValueError(f"BPE symbol ids up to {max(ids.values())}: this tokenizer "
+                             f"handles ids below {_PAIR_BASE}")
         keys, ranks = [], []
         seen = set()
         for rank, (a, b) in enumerate(merges):

@@ -51,9 +51,6 @@ class GPT1Tokenizer(Tokenizer):
         self.end_token_id = None
         self._basic = BertTokenizer(["[UNK]", "[CLS]", "[SEP]"], lowercase=True)
         ordered = sorted(self._vocabulary.items(), key=lambda kv: kv[1])
-        self._ids = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
-            tf.constant([k for k, _ in ordered]), tf.constant([v for _, v in ordered],
-                                                              tf.int32)), self.unk_id)
         self._merge_table = MergeTable(self._vocabulary, self._merges)
         strings = [""] * (max(self._vocabulary.values()) + 1)
         for token, i in ordered:
