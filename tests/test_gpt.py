@@ -5,6 +5,7 @@ and the sampling rules."""
 from __future__ import annotations
 
 import json
+import re
 
 import keras
 import numpy as np
@@ -269,6 +270,59 @@ def test_xla_shape_buckets():
     padded, _, capacity = generation.bucket(np.ones((2, 5), "int32"), np.ones((2, 5)), 7,
                                             buckets=False)
     assert padded.shape == (2, 5) and int(capacity) == 7
+
+
+def _fused_computations(hlo: str) -> list[str]:
+    """The bodies of an HLO module's fused computations (each up to its closing brace)."""
+    return re.findall(r"^%fused_computation[^\n]*\{\n(.*?)^\}", hlo, re.S | re.M)
+
+
+def test_xla_cpu_decoding_keeps_products_apart_and_updates_the_cache_in_place():
+    """What the CPU decoding loop is compiled to at batch 1 (optimized HLO): no matrix
+    product fused with its bias into XLA's single-threaded loop (kbert.layers.dense),
+    and each layer's keys and values written once a step, not computed twice with a
+    copy of the cache for the second (the [B*N, S, D] cache layout)."""
+    lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset("tiny"))
+    run = generation.generate_function(lm, jit_compile=True).compiled
+    ids = tf.ones((1, 32), tf.int32)
+    hlo = run.experimental_get_compiler_ir(ids, ids, tf.constant(4), tf.constant([0, 0]),
+                                           tf.constant(32))(stage="optimized_hlo")
+    fused = _fused_computations(hlo)
+    assert fused and not [f for f in fused if " dot(" in f]
+    cache_updates = re.findall(r"= f32\[[^\]]*\][^=]* dynamic-update-slice\(", hlo)
+    assert len(cache_updates) == 2 * lm.config.num_layers  # keys and values, once each
+    # Without separate_bias_add, XLA fuses the products (what the test would catch):
+    from kbert.layers.dense import Dense
+
+    dense = Dense(8)
+    x = tf.ones((1, 16))
+    dense(x)
+    plain = tf.function(lambda x: dense(x), jit_compile=True)
+    assert [f for f in _fused_computations(plain.experimental_get_compiler_ir(x)(
+        stage="optimized_hlo")) if " dot(" in f]
+
+
+def test_dense_with_the_bias_apart_equals_keras_dense():
+    """Same weights, names and values as keras.layers.Dense, under XLA, with
+    `separate_bias_add` on and off."""
+    from kbert.layers.dense import Dense, separate_bias_add
+
+    ours = Dense(5, activation="gelu", name="d")
+    theirs = keras.layers.Dense(5, activation="gelu", name="d")
+    x = np.random.default_rng(0).normal(size=(1, 7)).astype("float32")
+    ours(x)
+    theirs(x)
+    theirs.set_weights(ours.get_weights())
+    assert [w.path for w in ours.weights] == [w.path for w in theirs.weights]
+
+    @tf.function(jit_compile=True)
+    def apart(x):
+        with separate_bias_add():
+            return ours(x)
+
+    expected = theirs(x).numpy()
+    np.testing.assert_allclose(apart(x).numpy(), expected, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ours(x).numpy(), expected, rtol=1e-6, atol=1e-7)
 
 
 def _fixed_logits_model(logits_row):

@@ -116,7 +116,7 @@ def test_padding_bias_and_mask_give_the_same_attention():
 
 def _decode_in_chunks(blocks, x, mask, chunk):
     """Runs the blocks over x [B, T, H] `chunk` positions at a time with a cache."""
-    caches = [(np.zeros((B, N, T, H // N), "float32"),) * 2 for _ in blocks]
+    caches = [(np.zeros((B * N, T, H // N), "float32"),) * 2 for _ in blocks]
     outputs = []
     for start in range(0, T, chunk):
         h = x[:, start:start + chunk]
@@ -153,7 +153,7 @@ def test_cache_update_and_index_as_tensors():
     def step(token, cache, index):
         return attention(token, causal=True, cache=cache, cache_index=index)
 
-    cache = (tf.zeros((B, N, T, H // N)),) * 2  # keys, values
+    cache = (tf.zeros((B * N, T, H // N)),) * 2  # keys, values: [B*N, S, D]
     for t in range(T):
         out, cache = step(x[:, t:t + 1], cache, tf.constant(t))
         np.testing.assert_allclose(out.numpy()[:, 0], full[:, t], atol=1e-5)
@@ -161,9 +161,10 @@ def test_cache_update_and_index_as_tensors():
     # The cache holds every position's keys and values: position 0's keys equal the
     # key projection of x[:, 0], split into heads.
     keys0 = attention.key(x[:, :1]).numpy().reshape(B, N, H // N)
-    np.testing.assert_allclose(cache[0].numpy()[:, :, 0], keys0, atol=1e-6)
+    np.testing.assert_allclose(cache[0].numpy().reshape(B, N, T, -1)[:, :, 0], keys0, atol=1e-6)
     values0 = attention.value(x[:, :1]).numpy().reshape(B, N, H // N)
-    np.testing.assert_allclose(cache[1].numpy()[:, :, 0], values0, atol=1e-6)
+    np.testing.assert_allclose(cache[1].numpy().reshape(B, N, T, -1)[:, :, 0], values0,
+                               atol=1e-6)
 
 
 def test_cross_attention_reads_keys_and_values_from_the_other_input():
@@ -205,10 +206,13 @@ def test_non_causal_cache_sees_only_written_positions():
     step's included) and to none of the cache's unwritten tail."""
     attention = MultiHeadAttention(H, N, attention_dropout=0.0)
     x = np.random.default_rng(8).normal(size=(B, T, H)).astype("float32")
-    empty = (np.zeros((B, N, T + 3, H // N), "float32"),) * 2  # 3 unwritten at the end
+    empty = (np.zeros((B * N, T + 3, H // N), "float32"),) * 2  # 3 unwritten at the end
     whole, _ = attention(x, cache=empty, cache_index=0)
     np.testing.assert_allclose(np.asarray(whole), np.asarray(attention(x)), atol=1e-5)
     first, cache = attention(x[:, :4], cache=empty, cache_index=0)
     np.testing.assert_allclose(np.asarray(first), np.asarray(attention(x[:, :4])), atol=1e-5)
     rest, _ = attention(x[:, 4:], cache=cache, cache_index=4)
     np.testing.assert_allclose(np.asarray(rest), np.asarray(attention(x))[:, 4:], atol=1e-5)
+    with pytest.raises(ValueError, match=r"\[batch \* heads, length, head size\]; got shape "
+                       rf"\({B}, {N}, {T + 3}, {H // N}\)"):
+        attention(x, cache=(np.zeros((B, N, T + 3, H // N), "float32"),) * 2, cache_index=0)

@@ -19,6 +19,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from kbert.layers.dense import Dense
 from kbert.layers.initializers import initializer_from, serialize_initializer
 from kbert.layers.masks import causal_mask, merge_masks
 
@@ -53,10 +54,12 @@ class MultiHeadAttention(keras.layers.Layer):
         attention_mask: bool/int Tensor broadcastable to [B, Tq, Tk], True where a
             query may attend to a key (see `kbert.layers.masks`).
         causal: also forbid keys after each query's own position.
-        cache: the pair (keys, values), float Tensors [B, N, S, D] of the positions
-            decoded so far (zeros beyond); with it, the call writes this step's keys
-            and values at `cache_index` and attends over the whole cache. Two tensors,
-            not one stacked: the attention reads each as it is, with no slicing copy.
+        cache: the pair (keys, values), float Tensors [B*N, S, D] (row b * N + n:
+            batch row b, head n) of the positions decoded so far (zeros beyond); with
+            it, the call writes this step's keys and values at `cache_index` and
+            attends over the whole cache. Two tensors, not one stacked, and the heads
+            in the batch dimension: the attention reads each as it is, with no slicing
+            or reshaping copy.
         cache_index: int scalar, the absolute position of the first query (the
             number of positions already in the cache).
         output_range: None, or R: only the first R positions query (all remain keys
@@ -79,8 +82,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.kernel_initializer = initializer_from(kernel_initializer)
 
         def dense(name):
-            return keras.layers.Dense(hidden_size, kernel_initializer=self.kernel_initializer,
-                                      dtype=self.dtype_policy, name=name)
+            return Dense(hidden_size, kernel_initializer=self.kernel_initializer,
+                         dtype=self.dtype_policy, name=name)
 
         self.query = dense("query")
         self.key = dense("key")
@@ -112,36 +115,57 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache_index is None:
                 raise ValueError(f"{self.name}: a cache needs cache_index")
             start = cache_index
-            zero = ops.zeros((), "int32")
-            at = (zero, zero, ops.cast(cache_index, "int32"), zero)
-            k_cache, v_cache = cache
-            k = ops.slice_update(k_cache, at, ops.cast(k, k_cache.dtype))  # (B, N, S, D)
-            v = ops.slice_update(v_cache, at, ops.cast(v, v_cache.dtype))
-            cache = (k, v)
+            cache = self._write_cache(cache, k, v, cache_index)
+            k, v = cache  # (B*N, S, D)
             if not causal:  # keys past this step's positions are not written yet
                 attention_mask = merge_masks(
-                    attention_mask, _written_keys(ops.shape(k)[2], start + ops.shape(q)[2]))
+                    attention_mask, _written_keys(ops.shape(k)[1], start + ops.shape(q)[2]))
+        b, tq = ops.shape(q)[0], ops.shape(q)[2]
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         # q k^T as one product with transpose_b: XLA copied the transposed keys (the
         # whole cache when decoding) for `matmul(q, transpose(k))`.
-        scores = tf.matmul(q, k, transpose_b=True)  # (B, N, Tq, Tk)
+        if cache is None:
+            scores = tf.matmul(q, k, transpose_b=True)  # (B, N, Tq, Tk)
+        else:  # the products read the cache as it is, [B*N, S, D] (see `_write_cache`)
+            q = ops.reshape(q, (-1, tq, self.head_size))
+            scores = tf.matmul(q, k, transpose_b=True)  # (B*N, Tq, S)
+            scores = ops.reshape(scores, (b, self.num_heads, tq, -1))
+        tk = ops.shape(scores)[3]
         # Softmax in float32 even under mixed precision, as the references do.
         scores = ops.cast(scores, "float32")
         if attention_bias is not None:
             scores = scores + ops.cast(attention_bias, "float32")
         if causal:
-            attention_mask = merge_masks(
-                attention_mask, causal_mask(ops.shape(q)[2], ops.shape(k)[2], start))
+            attention_mask = merge_masks(attention_mask, causal_mask(tq, tk, start))
         if attention_mask is not None:
             allowed = ops.expand_dims(ops.cast(attention_mask, "bool"), 1)  # (B, 1, Tq, Tk)
             scores = ops.where(allowed, scores, _MASKED_SCORE)
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # (B, N, Tq, Tk)
         probs = self.dropout_layer(probs, training=training)
-        context = ops.matmul(probs, v)  # (B, N, Tq, D)
+        if cache is None:
+            context = ops.matmul(probs, v)  # (B, N, Tq, D)
+        else:
+            context = ops.matmul(ops.reshape(probs, (-1, tq, tk)), v)  # (B*N, Tq, D)
+            context = ops.reshape(context, (b, self.num_heads, tq, self.head_size))
         context = ops.transpose(context, (0, 2, 1, 3))  # (B, Tq, N, D)
-        b, t = ops.shape(context)[0], ops.shape(context)[1]
-        out = ops.reshape(context, (b, t, self.hidden_size))  # (B, Tq, H)
+        out = ops.reshape(context, (b, tq, self.hidden_size))  # (B, Tq, H)
         return out if cache is None else (out, cache)
+
+    def _write_cache(self, cache, k, v, cache_index):
+        """Writes k, v [B, N, T, D] at `cache_index` of the (keys, values) cache, each
+        [B*N, S, D]; returns the new pair. Heads are merged into the batch dimension so
+        that the attention products read the written cache with no reshape: XLA
+        otherwise computed the update twice at batch 1 (once per shape) and copied a
+        cache a step for each duplicate (about a tenth of a GPT-2 124M step on a CPU)."""
+        k_cache, v_cache = cache
+        if len(k_cache.shape) != 3:
+            raise ValueError(f"{self.name}: each cache tensor is [batch * heads, length, "
+                             f"head size]; got shape {tuple(k_cache.shape)}")
+        t = ops.shape(k)[2]
+        at = (ops.zeros((), "int32"), ops.cast(cache_index, "int32"), ops.zeros((), "int32"))
+        k = ops.reshape(ops.cast(k, k_cache.dtype), (-1, t, self.head_size))
+        v = ops.reshape(ops.cast(v, v_cache.dtype), (-1, t, self.head_size))
+        return ops.slice_update(k_cache, at, k), ops.slice_update(v_cache, at, v)
 
     def compute_output_spec(self, query, key_value=None, attention_bias=None,
                             attention_mask=None, causal=False, cache=None, cache_index=None,

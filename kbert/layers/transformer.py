@@ -6,6 +6,7 @@ import keras
 
 from kbert.layers.activations import get_activation
 from kbert.layers.attention import MultiHeadAttention, sequence_output_shape
+from kbert.layers.dense import Dense
 from kbert.layers.initializers import initializer_from, serialize_initializer
 
 
@@ -70,8 +71,8 @@ class TransformerBlock(keras.layers.Layer):
         policy = self.dtype_policy
 
         def dense(width, name, init, activation=None):
-            return keras.layers.Dense(width, activation=activation, kernel_initializer=init,
-                                      dtype=policy, name=name)
+            return Dense(width, activation=activation, kernel_initializer=init, dtype=policy,
+                         name=name)
 
         def norm(name):
             return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=policy,

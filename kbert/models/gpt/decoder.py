@@ -121,10 +121,10 @@ class GPTDecoder(keras.Model, TransformerSizes):
 
     # --------------------------------------------------------------- cached decoding
     def cache_shape(self, batch_size, length):
-        """[B, N, S, D]: the shape of each layer's keys, and of its values, for S
-        positions."""
+        """[B*N, S, D]: the shape of each layer's keys, and of its values, for S
+        positions (the heads in the batch dimension, see `MultiHeadAttention`)."""
         c = self.config
-        return (batch_size, c.num_heads, length, c.hidden_size // c.num_heads)
+        return (batch_size * c.num_heads, length, c.hidden_size // c.num_heads)
 
     def empty_cache(self, batch_size, length):
         """The cache for `call_with_cache`: a (keys, values) pair of zeros per layer.
@@ -148,7 +148,7 @@ class GPTDecoder(keras.Model, TransformerSizes):
             positions: int [B, T], each token's position (see `positions_from_mask`).
             key_padding_mask: int [B, S], 1 on cache positions that hold real tokens
                 (prompt padding is 0; positions not decoded yet are hidden by causality).
-            cache: a (keys, values) pair per layer, each float [B, N, S, D]
+            cache: a (keys, values) pair per layer, each float [B*N, S, D]
                 (`empty_cache`).
             cache_index: int scalar.
 

@@ -24,6 +24,7 @@ stops), and the end token is not part of the returned text.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 
@@ -31,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from kbert.layers.dense import separate_bias_add
 from kbert.models.gpt.decoder import positions_from_mask
 
 logger = logging.getLogger(__name__)
@@ -106,6 +108,10 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=Fal
     embedding = decoder.token_embedding
     stops = end_token_id is not None and end_token_id >= 0
     end = tf.constant(end_token_id if stops else 0, tf.int32)
+    # On CPUs, XLA's fused single-vector product + bias runs on one thread (see
+    # kbert.layers.dense); with the bias apart, GPT-2 124M decodes about 1.2x faster
+    # at batch 1. Not on GPUs, where the addition fused into the product is free.
+    split_bias = jit_compile and not tf.config.list_logical_devices("GPU")
 
     @tf.function(input_signature=[
         tf.TensorSpec([None, None], tf.int32, name="token_ids"),
@@ -115,6 +121,10 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=Fal
         tf.TensorSpec([], tf.int32, name="capacity")], autograph=False,
         jit_compile=jit_compile)
     def run(token_ids, padding_mask, max_new_tokens, seed, capacity):
+        with separate_bias_add() if split_bias else contextlib.nullcontext():
+            return loop(token_ids, padding_mask, max_new_tokens, seed, capacity)
+
+    def loop(token_ids, padding_mask, max_new_tokens, seed, capacity):
         # `capacity` (>= max_new_tokens) sizes the cache and the output; only it, not
         # max_new_tokens, is a compile-time constant for XLA.
         batch, prompt = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
@@ -142,7 +152,7 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=Fal
                 token[:, None], (lengths + t)[:, None], key_mask, cache, prompt + t)
             return t + 1, embedding.logits(hidden[:, 0]), cache, done, out
 
-        cache_shapes = tuple((tf.TensorShape([None] * 4),) * 2 for _ in cache)
+        cache_shapes = tuple((tf.TensorShape([None] * 3),) * 2 for _ in cache)
         shapes = (tf.TensorShape([]), tf.TensorShape([None, None]), cache_shapes,
                   tf.TensorShape([None]), tf.TensorShape([None, None]))
         *_, out = tf.while_loop(cond, body, (tf.constant(0), logits, cache, done, out),
