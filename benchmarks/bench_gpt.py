@@ -16,6 +16,12 @@
    tokenizer (batch encode) and keras-hub's `GPT2Tokenizer` (in-graph), on two corpora:
    words of a short mixed list (English, contractions, accents, CJK, emoji, numbers),
    and 50,000 made-up words with Zipf frequencies (almost every word needs merges).
+4. `--only products`: what a decoding step at batch 1 is bound by, the chain of a GPT-2
+   size's block products (query, key, value, attention output, MLP in and out, each
+   layer's input the previous product's output; one row), in ms: under XLA with the
+   bias fused into the product (XLA:CPU's own loop), with the bias apart (what kbert's
+   decoding compiles to, `kbert.layers.dense`), with kernels stored [out, in] and the
+   bias apart, and PyTorch's `addmm` chain.
 Rounds alternate between the libraries; the median round is reported.
 
 Run: `python benchmarks/bench_gpt.py [--config gpt2 --new 128 --rounds 3]`.
@@ -116,6 +122,65 @@ def bench_train(config: kbert.GPTConfig, batch: int, seq: int, steps: int, round
                          batch * seq * steps, rounds)
 
 
+def _next_input(i: int, x, y, qk):
+    """The chain's next input after product i of a block (q, k, v, attention output, MLP
+    in, MLP out): q and k read the block's input and are summed into v's output (so that
+    none is dead code); each later product reads the one before."""
+    if i % 6 in (0, 1):
+        return x, qk + y
+    if i % 6 == 2:
+        return y + qk, 0.0
+    return y, qk
+
+
+def bench_products(config: kbert.GPTConfig, rounds: int) -> dict:
+    """ms per chain of the blocks' products at batch 1 (see the module docstring)."""
+    import torch
+
+    from kbert import internals
+
+    h, inner = config.hidden_size, config.intermediate_size
+    shapes = [(h, h), (h, h), (h, h), (h, h), (h, inner), (inner, h)] * config.num_layers
+    rng = np.random.default_rng(0)
+    kernels = [(rng.standard_normal(s) / np.sqrt(s[0])).astype("float32") for s in shapes]
+    biases = [np.zeros(s[1], "float32") for s in shapes]
+    tf_kernels = [tf.Variable(k) for k in kernels]
+    tf_transposed = [tf.Variable(np.ascontiguousarray(k.T)) for k in kernels]
+    tf_biases = [tf.Variable(b) for b in biases]
+    x0 = tf.ones((1, h))
+
+    def chain(mode):
+        @tf.function(jit_compile=True)
+        def run():
+            x, qk = x0, 0.0
+            for i, (w, wt, b) in enumerate(zip(tf_kernels, tf_transposed, tf_biases)):
+                if mode == "transposed":
+                    y = tf.matmul(x, wt, transpose_b=True)
+                else:
+                    y = tf.matmul(x, w)
+                if mode != "fused":
+                    y = internals.optimization_barrier(y)
+                x, qk = _next_input(i, x, y + b, qk)
+            return tf.reduce_sum(x)
+        return lambda: run().numpy()
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    t_kernels = [torch.from_numpy(k) for k in kernels]
+    t_biases = [torch.from_numpy(b) for b in biases]
+
+    def run_torch():
+        x, qk = torch.ones(1, h), 0.0
+        with torch.no_grad():
+            for i, (w, b) in enumerate(zip(t_kernels, t_biases)):
+                x, qk = _next_input(i, x, torch.addmm(b, x, w), qk)
+        return float(x.sum())
+
+    seconds = median_seconds({"fused": chain("fused"), "apart": chain("apart"),
+                              "transposed": chain("transposed"), "torch": run_torch},
+                             rounds, repeat=10)
+    return {name: t * 1e3 for name, t in seconds.items()}
+
+
 def _texts(n: int, seed: int = 0) -> list[str]:
     rng = np.random.RandomState(seed)
     words = ("the of and to in is was for on that with as by at from his her they it's "
@@ -184,7 +249,8 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--texts", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--only", choices=["generate", "train", "tokenizers"], default=None)
+    p.add_argument("--only", choices=["generate", "train", "tokenizers", "products"],
+                   default=None)
     args = p.parse_args(argv)
     import keras_hub
     import torch
@@ -203,6 +269,19 @@ def main(argv=None):
             print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | {r['hf-torch']:.1f} "
                   f"| {r['kbert'] / r['keras-hub']:.2f} | {r['kbert'] / r['hf-torch']:.2f} |",
                   flush=True)
+    if args.only == "products":
+        config = kbert.GPTConfig.preset(args.config)
+        r = bench_products(config, args.rounds)
+        weights = sum(4 * h * w for h, w in [(config.hidden_size, config.hidden_size)] * 4
+                      + [(config.hidden_size, config.intermediate_size)] * 2
+                      ) * config.num_layers / 1e9
+        print(f"\n## The block products of a decoding step at batch 1, GPT-2 {args.config} "
+              f"size ({weights:.2f} GB of float32 kernels), ms (GB/s)\n")
+        print("| XLA, bias fused | XLA, bias apart | XLA, [out, in], bias apart | PyTorch "
+              "addmm |\n|---|---|---|---|")
+        print("| " + " | ".join(f"{r[k]:.1f} ({weights / r[k] * 1e3:.0f})"
+                                for k in ("fused", "apart", "transposed", "torch")) + " |",
+              flush=True)
     if args.only in (None, "train"):
         config = (kbert.GPTConfig.preset("gpt2", hidden_size=256, num_layers=4, num_heads=4,
                                          intermediate_size=1024, dropout=0.1)

@@ -1,8 +1,8 @@
 """The private TensorFlow and Keras APIs kbert relies on, reached in one place.
 
 kbert's fused AdamW overrides hooks of Keras' optimizer, the training loop reads
-Keras' layer walk, and the op check reads TensorFlow's registered ops and SavedModel
-protos. None of these is a public API, so each is reached through this module, which
+Keras' layer walk, the op check reads TensorFlow's registered ops and SavedModel
+protos, and GPT decoding places XLA optimization barriers (`kbert.layers.dense`). None of these is a public API, so each is reached through this module, which
 checks, once, that the running TensorFlow and Keras are the versions it was written
 for and that every API it names exists; on others it fails with one clear message
 instead of an AttributeError deep in a training step.
@@ -49,6 +49,12 @@ def check() -> None:
     except AttributeError:
         missing.append("tf.__internal__.distribute.interim.maybe_merge_call")
     try:
+        from tensorflow.compiler.tf2xla.python import xla
+
+        xla.optimization_barrier  # noqa: B018
+    except (ImportError, AttributeError):
+        missing.append("tensorflow.compiler.tf2xla.python.xla.optimization_barrier")
+    try:
         from tensorflow.python.client import pywrap_tf_session
 
         pywrap_tf_session.TF_GetAllOpList  # noqa: B018
@@ -76,6 +82,15 @@ def maybe_merge_call(fn, strategy, *args):
 
     check()
     return tf.__internal__.distribute.interim.maybe_merge_call(fn, strategy, *args)
+
+
+def optimization_barrier(x):
+    """`x` through an XLA optimization barrier: XLA neither fuses nor moves work across
+    it. Only inside a function compiled with XLA (the op has no other kernel)."""
+    from tensorflow.compiler.tf2xla.python import xla
+
+    check()
+    return xla.optimization_barrier(x)[0]
 
 
 def registered_op_names() -> set[str]:
