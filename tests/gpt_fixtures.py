@@ -24,3 +24,22 @@ def word_tokenizer(words) -> "kbert.GPTTokenizer":
         add("\u0120", word)
     vocab[END_TOKEN] = len(vocab)
     return kbert.GPTTokenizer(vocab, merges)
+
+
+def gpt1_word_tokenizer(words) -> "kbert.tokenizers.GPT1Tokenizer":
+    """GPT-1's BPE (lower case, `</w>` word ends) with merges that make each given word
+    one token, `word</w>`; single letters as symbols, `<unk>` for the others."""
+    from kbert.tokenizers import GPT1Tokenizer
+
+    vocab = {"<unk>": 0}
+    for c in sorted({c for w in words for c in w}):
+        vocab.setdefault(c, len(vocab))
+        vocab.setdefault(c + "</w>", len(vocab))
+    merges = []
+    for word in words:  # each word's letters, left to right, the last one word-final
+        for i in range(1, len(word)):
+            right = word[i] + ("</w>" if i == len(word) - 1 else "")
+            if (word[:i], right) not in merges:
+                merges.append((word[:i], right))
+                vocab.setdefault(word[:i] + right, len(vocab))
+    return GPT1Tokenizer(vocab, merges)

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 import kbert
 from glue_fixtures import COLORS, synthetic_paraphrase
-from gpt_fixtures import word_tokenizer
+from gpt_fixtures import gpt1_word_tokenizer, word_tokenizer
 from kbert.tasks.glue import __main__ as cli
 from kbert.tasks.glue.gpt import AuxiliaryLMLoss, build_gpt_classifier
 
@@ -134,6 +134,75 @@ def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokeni
     # The served labels are the names of the model's choices (a hand-picked pair may be
     # among the few dev-like pairs the model gets wrong).
     assert fresh["results"][0]["label"]["value"] == [["0", "1"][i] for i in want.argmax(-1)]
+
+
+def test_gpt1_tokenizer_takes_the_task_tokens(tmp_path):
+    """GPT-1, the GPT paper's own model: the task tokens are appended after its
+    vocabulary (as OpenAI's finetune-transformer-lm does: 40,478 .. 40,480 for
+    openai-gpt) and pairs packed in the paper's formats; a saved folder keeps them."""
+    from kbert.tokenizers import GPT1Tokenizer
+
+    plain = gpt1_word_tokenizer(COLORS)
+    n = plain.vocab_size
+    tok = plain.with_task_tokens("similarity")
+    assert isinstance(tok, GPT1Tokenizer) and tok.task_token_ids == (n, n + 1, n + 2)
+    start, delimiter, extract = tok.task_token_ids
+    red, blue = (plain.tokenize([w]).to_list()[0][0] for w in ("red", "Blue"))
+    pair = tok(["Red"], ["red BLUE"], seq_length=8)
+    assert pair["token_ids"].numpy().tolist() == [[start, red, delimiter, red, blue, extract,
+                                                   tok.pad_id, tok.pad_id]]
+    assert pair["token_ids_b"].numpy()[0, :6].tolist() == [start, red, blue, delimiter, red,
+                                                           extract]
+    assert tok(["red blue"], seq_length=5)["token_ids"].numpy().tolist() == [
+        [start, red, blue, extract, tok.pad_id]]
+    assert not set(tok.tokenize(["_start_ _delimiter_ _classify_"]).to_list()[0]) & {
+        start, delimiter, extract}
+    with pytest.raises(ValueError, match="pairs need the task tokens"):
+        plain(["a"], ["b"])
+    tok.save_pretrained(tmp_path)
+    again = kbert.GPTTokenizer.from_pretrained(tmp_path)
+    assert isinstance(again, GPT1Tokenizer) and again.pair_format == "similarity"
+    assert again.task_token_ids == tok.task_token_ids
+
+
+@pytest.mark.e2e
+def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
+    """The same command on a GPT-1 folder (post-LN blocks, GPT-1's BPE, no end token):
+    it trains, evaluates, and the export serves the trained model's probabilities.
+
+    The bar is lower than GPT-2's: this tiny post-LN model stops at 0.86 on the task
+    (seeds 0; 3 to 15 epochs; learning rates 3e-4 to 3e-3): it learns the one color
+    that is several tokens ("green") and misses the pairs without it, where the same
+    model with pre-LN blocks reaches 1.0 in 15 epochs. Chance is 0.55."""
+    from kbert.export.check import run_fresh
+    from kbert.export.folder import load_task_folder
+    from kbert.tokenizers import GPT1Tokenizer
+
+    keras.utils.set_random_seed(0)
+    tokenizer = gpt1_word_tokenizer(COLORS)
+    decoder = kbert.GPTDecoder(kbert.GPTConfig.preset(
+        "tiny", vocab_size=tokenizer.vocab_size, norm_first=False, end_token_id=None,
+        hidden_size=64, num_heads=4, intermediate_size=256))
+    decoder.save_pretrained(tmp_path / "gpt1", tokenizer=tokenizer)
+    folder = synthetic_paraphrase(str(tmp_path))
+    out, export = tmp_path / "out", tmp_path / "serving" / "para" / "1"
+    assert cli.main(["--task", "mrpc", "--model", "gpt", "--init_from", str(tmp_path / "gpt1"),
+                     "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "20",
+                     "--num_train_epochs", "3", "--learning_rate", "1e-3",
+                     "--steps_per_loop", "500", "--export_dir", str(export)]) == 0
+    results = json.loads((out / "eval_results.json").read_text())
+    assert results["accuracy"] >= 0.8, results
+    task, model, loaded, settings = load_task_folder(str(out))
+    assert isinstance(loaded, GPT1Tokenizer) and loaded.pair_format == "similarity"
+    assert loaded.vocab_size == tokenizer.vocab_size + 3
+    assert not model.get_layer("gpt_decoder").config.norm_first
+    pairs = [("Red blue gold", "gold red blue"), ("red blue gold", "pink gray white")]
+    fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
+                                     "text_b": [b for _, b in pairs]}])
+    served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
+    x = loaded([a for a, _ in pairs], [b for _, b in pairs], seq_length=20)
+    np.testing.assert_allclose(served, tf.nn.softmax(model(x)["logits"], axis=-1).numpy(),
+                               atol=1e-5)
 
 
 def test_model_flag_is_checked(tmp_path, capsys, tokenizer):

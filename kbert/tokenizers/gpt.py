@@ -91,7 +91,91 @@ def read_merges(path: str) -> list[tuple[str, str]]:
     return merges
 
 
-class GPTTokenizer(Tokenizer):
+class TaskTokens:
+    """The GPT paper's fine-tuning inputs (section 3.3, figure 1), shared by GPT-2's and
+    GPT-1's tokenizers: with `TASK_TOKENS` in the vocabulary,
+        one text:    _start_ text _classify_
+        entailment:  _start_ premise _delimiter_ hypothesis _classify_
+        similarity:  the same for (a, b) and, under `token_ids_b` and `padding_mask_b`,
+                     for (b, a); a classifier sums the two.
+    A subclass calls `_set_task_tokens` and defines `_tokenize`, `pad_id` and
+    `_with_vocabulary(vocabulary, pair_format)` (the same tokenizer, another
+    vocabulary)."""
+
+    def _set_task_tokens(self, vocabulary: dict, pair_format: str) -> None:
+        if pair_format not in PAIR_FORMATS:
+            raise ValueError(f"pair_format={pair_format!r}: choose from {PAIR_FORMATS}")
+        self.pair_format = pair_format
+        self.task_token_ids = (tuple(vocabulary[t] for t in TASK_TOKENS)
+                               if all(t in vocabulary for t in TASK_TOKENS) else None)
+
+    @property
+    def supports_pairs(self) -> bool:
+        return self.task_token_ids is not None
+
+    def with_task_tokens(self, pair_format: str = "entailment"):
+        """This tokenizer with `TASK_TOKENS` appended to the vocabulary (ids vocab_size ..
+        vocab_size + 2, unless present), packing as the paper's input transformations
+        (see the class docstring). No text tokenizes to these tokens."""
+        vocabulary = dict(self._vocabulary)
+        for token in TASK_TOKENS:
+            vocabulary.setdefault(token, len(vocabulary))
+        return self._with_vocabulary(vocabulary, pair_format)
+
+    def for_task(self, task):
+        """The tokenizer a GLUE task fine-tunes with: the task tokens, and the GPT
+        paper's similarity format for the paraphrase and similarity tasks (MRPC, QQP,
+        STS-B), entailment for the other pair tasks."""
+        similarity = getattr(task, "name", task) in ("mrpc", "qqp", "stsb")
+        return self.with_task_tokens("similarity" if similarity else "entailment")
+
+    def _check_pair_call(self, texts_b, seq_length: int) -> None:
+        if texts_b is not None and self.task_token_ids is None:
+            raise ValueError("texts_b: pairs need the task tokens; use "
+                             "tokenizer.with_task_tokens()")
+        if self.task_token_ids is not None:
+            specials = 2 if texts_b is None else 3
+            if seq_length < specials + 1:
+                raise ValueError(f"seq_length={seq_length} leaves no room for a token "
+                                 f"besides the {specials} task tokens")
+
+    def _encode_task(self, texts, texts_b, seq_length):
+        start, delimiter, extract = self.task_token_ids
+        a = tf.cast(self._tokenize(texts), tf.int64)
+        if texts_b is None:
+            return pack_decoder(a, seq_length, start_id=start, end_id=extract,
+                                pad_id=self.pad_id)
+        b = tf.cast(self._tokenize(texts_b), tf.int64)
+        with tf.control_dependencies([tf.debugging.assert_equal(
+                a.nrows(), b.nrows(), message="texts_b: a pair needs as many second texts "
+                                              "as first texts")]):
+            keep_a, keep_b = truncate_pair_lengths(a.row_lengths(), b.row_lengths(),
+                                                   seq_length - 3)
+        a, b = truncate(a, keep_a), truncate(b, keep_b)
+        column = tf.RaggedTensor.from_row_lengths(
+            tf.fill([a.nrows()], tf.constant(delimiter, tf.int64)), tf.ones([a.nrows()],
+                                                                         tf.int64))
+        first = pack_decoder(tf.concat([a, column, b], axis=1), seq_length, start_id=start,
+                             end_id=extract, pad_id=self.pad_id)
+        if self.pair_format == "entailment":
+            return first
+        second = pack_decoder(tf.concat([b, column, a], axis=1), seq_length, start_id=start,
+                              end_id=extract, pad_id=self.pad_id)
+        return {**first, "token_ids_b": second["token_ids"],
+                "padding_mask_b": second["padding_mask"]}
+
+
+def read_pair_format(path: str) -> dict:
+    """{"pair_format": ...} from a folder's `tokenizer_config.json`, where it names one."""
+    config = os.path.join(path, "tokenizer_config.json")
+    if os.path.exists(config):
+        d = read_json(config)
+        if isinstance(d, dict) and d.get("pair_format") in PAIR_FORMATS:
+            return {"pair_format": d["pair_format"]}
+    return {}
+
+
+class GPTTokenizer(TaskTokens, Tokenizer):
     """GPT-2's byte-level BPE, in-graph (see the module docstring).
 
     Args:
@@ -126,11 +210,7 @@ class GPTTokenizer(Tokenizer):
         self.seq_length = int(seq_length)
         self.special_tokens_in_text = bool(special_tokens_in_text)
         self.end_token_id = self._vocabulary.get(END_TOKEN)
-        if pair_format not in PAIR_FORMATS:
-            raise ValueError(f"pair_format={pair_format!r}: choose from {PAIR_FORMATS}")
-        self.pair_format = pair_format
-        self.task_token_ids = (tuple(self._vocabulary[t] for t in TASK_TOKENS)
-                               if all(t in self._vocabulary for t in TASK_TOKENS) else None)
+        self._set_task_tokens(self._vocabulary, pair_format)
         if self.special_tokens_in_text and self.end_token_id is None:
             raise ValueError(f"special_tokens_in_text=True: the vocabulary has no {END_TOKEN}")
         to_char = bytes_to_unicode()
@@ -365,32 +445,10 @@ class GPTTokenizer(Tokenizer):
         return tf.strings.reduce_join(tf.gather(self._single_bytes, values), axis=-1)
 
     # ---------------------------------------------------------------- fine-tuning
-    @property
-    def supports_pairs(self) -> bool:
-        return self.task_token_ids is not None
-
-    def with_task_tokens(self, pair_format: str = "entailment") -> "GPTTokenizer":
-        """This tokenizer with the GPT paper's fine-tuning tokens (`TASK_TOKENS`)
-        appended to the vocabulary (ids vocab_size .. vocab_size + 2, unless present),
-        packing as the paper's input transformations (section 3.3, figure 1):
-            one text:    _start_ text _classify_
-            entailment:  _start_ premise _delimiter_ hypothesis _classify_
-            similarity:  the same for (a, b) and, under `token_ids_b` and
-                         `padding_mask_b`, for (b, a); a classifier sums the two.
-        No text tokenizes to these tokens."""
-        vocabulary = dict(self._vocabulary)
-        for token in TASK_TOKENS:
-            vocabulary.setdefault(token, len(vocabulary))
+    def _with_vocabulary(self, vocabulary, pair_format) -> "GPTTokenizer":
         return GPTTokenizer(vocabulary, self._merges, seq_length=self.seq_length,
                             special_tokens_in_text=self.special_tokens_in_text,
                             pair_format=pair_format)
-
-    def for_task(self, task) -> "GPTTokenizer":
-        """The tokenizer a GLUE task fine-tunes with: the task tokens, and the GPT
-        paper's similarity format for the paraphrase and similarity tasks (MRPC, QQP,
-        STS-B), entailment for the other pair tasks."""
-        similarity = getattr(task, "name", task) in ("mrpc", "qqp", "stsb")
-        return self.with_task_tokens("similarity" if similarity else "entailment")
 
     def __call__(self, texts, texts_b=None, seq_length: int | None = None) -> dict:
         """`token_ids` and `padding_mask`, int32 [batch, seq_length], padded on the right
@@ -399,15 +457,9 @@ class GPTTokenizer(Tokenizer):
         longest-first."""
         seq_length = int(seq_length or self.seq_length)
         texts = self.as_batch(texts)
-        if texts_b is not None and self.task_token_ids is None:
-            raise ValueError("texts_b: pairs need the task tokens; use "
-                             "tokenizer.with_task_tokens()")
+        self._check_pair_call(texts_b, seq_length)
         texts_b = None if texts_b is None else self.as_batch(texts_b, "texts_b")
         if self.task_token_ids is not None:
-            specials = 2 if texts_b is None else 3
-            if seq_length < specials + 1:
-                raise ValueError(f"seq_length={seq_length} leaves no room for a token "
-                                 f"besides the {specials} task tokens")
             return self._encode_task(texts, texts_b, seq_length)
         if tf.executing_eagerly():
             return self._compiled_encode(texts, tf.constant(seq_length, tf.int64))
@@ -415,31 +467,6 @@ class GPTTokenizer(Tokenizer):
 
     def _encode(self, texts, seq_length):
         return pack_decoder(self._tokenize(texts), seq_length, pad_id=self.pad_id)
-
-    def _encode_task(self, texts, texts_b, seq_length):
-        start, delimiter, extract = self.task_token_ids
-        a = tf.cast(self._tokenize(texts), tf.int64)
-        if texts_b is None:
-            return pack_decoder(a, seq_length, start_id=start, end_id=extract,
-                                pad_id=self.pad_id)
-        b = tf.cast(self._tokenize(texts_b), tf.int64)
-        with tf.control_dependencies([tf.debugging.assert_equal(
-                a.nrows(), b.nrows(), message="texts_b: a pair needs as many second texts "
-                                              "as first texts")]):
-            keep_a, keep_b = truncate_pair_lengths(a.row_lengths(), b.row_lengths(),
-                                                   seq_length - 3)
-        a, b = truncate(a, keep_a), truncate(b, keep_b)
-        column = tf.RaggedTensor.from_row_lengths(
-            tf.fill([a.nrows()], tf.constant(delimiter, tf.int64)), tf.ones([a.nrows()],
-                                                                         tf.int64))
-        first = pack_decoder(tf.concat([a, column, b], axis=1), seq_length, start_id=start,
-                             end_id=extract, pad_id=self.pad_id)
-        if self.pair_format == "entailment":
-            return first
-        second = pack_decoder(tf.concat([b, column, a], axis=1), seq_length, start_id=start,
-                              end_id=extract, pad_id=self.pad_id)
-        return {**first, "token_ids_b": second["token_ids"],
-                "padding_mask_b": second["padding_mask"]}
 
     # ---------------------------------------------------------------- files
     @staticmethod
@@ -459,18 +486,17 @@ class GPTTokenizer(Tokenizer):
             from kbert.tokenizers.gpt1 import GPT1Tokenizer
 
             return GPT1Tokenizer.from_pretrained(
-                path, **{k: v for k, v in kwargs.items() if k == "seq_length"})
+                path, **{k: v for k, v in kwargs.items()
+                         if k in ("seq_length", "pair_format")})
         for vocab, merges in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
             if os.path.exists(os.path.join(path, vocab)) and os.path.exists(
                     os.path.join(path, merges)):
-                settings = {}
+                settings = read_pair_format(path)
                 config = os.path.join(path, "tokenizer_config.json")
                 if os.path.exists(config):
                     d = read_json(config)
                     if "special_tokens_in_text" in d:
                         settings["special_tokens_in_text"] = bool(d["special_tokens_in_text"])
-                    if d.get("pair_format") in PAIR_FORMATS:
-                        settings["pair_format"] = d["pair_format"]
                 return cls(os.path.join(path, vocab), os.path.join(path, merges),
                            **{**settings, **kwargs})
         raise FileNotFoundError(f"{path}: no vocab.json + merges.txt (Hugging Face) or "

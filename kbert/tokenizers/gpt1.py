@@ -18,13 +18,14 @@ import tensorflow as tf
 from kbert.io import read_json
 from kbert.tokenizers.base import Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
-from kbert.tokenizers.gpt import MergeTable, bpe_assets, merge_rounds, read_merges
+from kbert.tokenizers.gpt import (MergeTable, TaskTokens, bpe_assets, merge_rounds,
+                                  read_merges, read_pair_format)
 from kbert.tokenizers.packing import pack_decoder
 
 WORD_END = "</w>"
 
 
-class GPT1Tokenizer(Tokenizer):
+class GPT1Tokenizer(TaskTokens, Tokenizer):
     """GPT-1's BPE (see the module docstring).
 
     Args:
@@ -32,10 +33,14 @@ class GPT1Tokenizer(Tokenizer):
         merges: pairs in rank order (`merges.txt`), or its path.
         unk_token: the id of symbols outside the vocabulary.
         seq_length: length `__call__` packs to.
+        pair_format: with the task tokens in the vocabulary (`with_task_tokens`; ids
+            40,478 to 40,480 for openai-gpt, as OpenAI's finetune-transformer-lm appends
+            them), how `__call__` packs pairs: "entailment" or "similarity"
+            (`kbert.tokenizers.gpt.TaskTokens`).
     """
 
     def __init__(self, vocabulary, merges, unk_token: str = "<unk>", seq_length: int = 512,
-                 name: str | None = None):
+                 pair_format: str = "entailment", name: str | None = None):
         super().__init__(name=name)
         if isinstance(vocabulary, (str, os.PathLike)):
             vocabulary = read_json(os.fspath(vocabulary))
@@ -49,6 +54,7 @@ class GPT1Tokenizer(Tokenizer):
         self.unk_id = self._vocabulary[unk_token]
         self.seq_length = int(seq_length)
         self.end_token_id = None
+        self._set_task_tokens(self._vocabulary, pair_format)
         self._basic = BertTokenizer(["[UNK]", "[CLS]", "[SEP]"], lowercase=True)
         ordered = sorted(self._vocabulary.items(), key=lambda kv: kv[1])
         self._merge_table = MergeTable(self._vocabulary, self._merges)
@@ -102,10 +108,21 @@ class GPT1Tokenizer(Tokenizer):
         text = tf.strings.reduce_join(tokens, axis=-1)
         return tf.strings.strip(tf.strings.regex_replace(text, "</w>", " "))
 
-    def __call__(self, texts, seq_length: int | None = None) -> dict:
-        """`token_ids` and `padding_mask`, int32 [batch, seq_length], right-padded."""
+    def __call__(self, texts, texts_b=None, seq_length: int | None = None) -> dict:
+        """`token_ids` and `padding_mask`, int32 [batch, seq_length], right-padded and cut
+        to `seq_length` tokens. With the task tokens (`with_task_tokens`), the GPT
+        paper's fine-tuning formats, pairs cut longest-first."""
         seq_length = int(seq_length or self.seq_length)
+        texts = self.as_batch(texts)
+        self._check_pair_call(texts_b, seq_length)
+        if self.task_token_ids is not None:
+            texts_b = None if texts_b is None else self.as_batch(texts_b, "texts_b")
+            return self._encode_task(texts, texts_b, seq_length)
         return pack_decoder(self.tokenize(texts), seq_length, pad_id=self.pad_id)
+
+    def _with_vocabulary(self, vocabulary, pair_format) -> "GPT1Tokenizer":
+        return GPT1Tokenizer(vocabulary, self._merges, unk_token=self.unk_token,
+                             seq_length=self.seq_length, pair_format=pair_format)
 
     @staticmethod
     def folder_has_files(path) -> bool:
@@ -120,11 +137,11 @@ class GPT1Tokenizer(Tokenizer):
         if not cls.folder_has_files(path):
             raise FileNotFoundError(f"{path}: no vocab.json + merges.txt")
         return cls(os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt"),
-                   **kwargs)
+                   **{**read_pair_format(path), **kwargs})
 
     def assets(self) -> dict[str, str]:
         return bpe_assets(self._vocabulary, self._merges)
 
     def config(self) -> dict:
         return {"tokenizer_class": "GPT1Tokenizer", "unk_token": self.unk_token,
-                "model_max_length": self.seq_length}
+                "model_max_length": self.seq_length, "pair_format": self.pair_format}
