@@ -2,8 +2,8 @@
 
 kbert's fused AdamW overrides hooks of Keras' optimizer, the training loop reads
 Keras' layer walk, the op check reads TensorFlow's registered ops and SavedModel
-protos, and GPT decoding places XLA optimization barriers (`kbert.layers.dense`). None of these is a public API, so each is reached through this module, which
-checks, once, that the running TensorFlow and Keras are the versions it was written
+protos, and GPT decoding places XLA optimization barriers (`kbert.layers.dense`).
+None of these is a public API, so each is reached through this module, which checks, once, that the running TensorFlow and Keras are the versions it was written
 for and that every API it names exists; on others it fails with one clear message
 instead of an AttributeError deep in a training step.
 """

@@ -165,13 +165,14 @@ class TaskTokens:
                 "padding_mask_b": second["padding_mask"]}
 
 
-def read_pair_format(path: str) -> dict:
-    """{"pair_format": ...} from a folder's `tokenizer_config.json`, where it names one."""
-    config = os.path.join(path, "tokenizer_config.json")
-    if os.path.exists(config):
-        d = read_json(config)
-        if isinstance(d, dict) and d.get("pair_format") in PAIR_FORMATS:
-            return {"pair_format": d["pair_format"]}
+def read_pair_format(path: str, config: dict | None = None) -> dict:
+    """{"pair_format": ...} from a folder's `tokenizer_config.json` (or its `config`,
+    already read), where it names one."""
+    if config is None:
+        file = os.path.join(path, "tokenizer_config.json")
+        config = read_json(file) if os.path.exists(file) else {}
+    if isinstance(config, dict) and config.get("pair_format") in PAIR_FORMATS:
+        return {"pair_format": config["pair_format"]}
     return {}
 
 
@@ -491,12 +492,11 @@ class GPTTokenizer(TaskTokens, Tokenizer):
         for vocab, merges in (("vocab.json", "merges.txt"), ("encoder.json", "vocab.bpe")):
             if os.path.exists(os.path.join(path, vocab)) and os.path.exists(
                     os.path.join(path, merges)):
-                settings = read_pair_format(path)
-                config = os.path.join(path, "tokenizer_config.json")
-                if os.path.exists(config):
-                    d = read_json(config)
-                    if "special_tokens_in_text" in d:
-                        settings["special_tokens_in_text"] = bool(d["special_tokens_in_text"])
+                file = os.path.join(path, "tokenizer_config.json")
+                d = read_json(file) if os.path.exists(file) else {}
+                settings = read_pair_format(path, d)
+                if isinstance(d, dict) and "special_tokens_in_text" in d:
+                    settings["special_tokens_in_text"] = bool(d["special_tokens_in_text"])
                 return cls(os.path.join(path, vocab), os.path.join(path, merges),
                            **{**settings, **kwargs})
         raise FileNotFoundError(f"{path}: no vocab.json + merges.txt (Hugging Face) or "
