@@ -167,13 +167,12 @@ def test_gpt1_tokenizer_takes_the_task_tokens(tmp_path):
 
 @pytest.mark.e2e
 def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
-    """The same command on a GPT-1 folder (post-LN blocks, GPT-1's BPE, no end token):
-    it trains, evaluates, and the export serves the trained model's probabilities.
-
-    The bar is lower than GPT-2's: this tiny post-LN model stops at 0.86 on the task
-    (seeds 0; 3 to 15 epochs; learning rates 3e-4 to 3e-3): it learns the one color
-    that is several tokens ("green") and misses the pairs without it, where the same
-    model with pre-LN blocks reaches 1.0 in 15 epochs. Chance is 0.55."""
+    """The same command on a GPT-1 folder (post-LN blocks, GPT-1's BPE, no end token),
+    without the auxiliary LM loss (`--lm_coef 0`): 1.0, 0.997 and 1.0 dev accuracy
+    with seeds 0 to 2 in 4 epochs. With the paper's 0.5 (or 0.25), this tiny post-LN
+    model stops at 0.86 (seed 0; 3 to 15 epochs; learning rates 3e-4 to 3e-3): it
+    learns the one color that is several tokens ("green") and misses the pairs
+    without it; the same model with pre-LN blocks reaches 1.0 in 15 epochs."""
     from kbert.export.check import run_fresh
     from kbert.export.folder import load_task_folder
     from kbert.tokenizers import GPT1Tokenizer
@@ -188,14 +187,15 @@ def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
     out, export = tmp_path / "out", tmp_path / "serving" / "para" / "1"
     assert cli.main(["--task", "mrpc", "--model", "gpt", "--init_from", str(tmp_path / "gpt1"),
                      "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "20",
-                     "--num_train_epochs", "3", "--learning_rate", "1e-3",
+                     "--num_train_epochs", "4", "--learning_rate", "1e-3", "--lm_coef", "0",
                      "--steps_per_loop", "500", "--export_dir", str(export)]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["accuracy"] >= 0.8, results
+    assert results["accuracy"] >= 0.95, results
     task, model, loaded, settings = load_task_folder(str(out))
     assert isinstance(loaded, GPT1Tokenizer) and loaded.pair_format == "similarity"
     assert loaded.vocab_size == tokenizer.vocab_size + 3
     assert not model.get_layer("gpt_decoder").config.norm_first
+    assert model.get_layer("auxiliary_lm_loss").weight == 0.0  # --lm_coef reached it
     pairs = [("Red blue gold", "gold red blue"), ("red blue gold", "pink gray white")]
     fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
                                      "text_b": [b for _, b in pairs]}])
@@ -211,7 +211,8 @@ def test_model_flag_is_checked(tmp_path, capsys, tokenizer):
     for extra, message in [
             (["--model", "gpt"], "error: --model gpt needs --init_from a gpt folder"),
             (["--model", "gpt", "--init_from", str(tmp_path / "bert")],
-             f"error: --model gpt: --init_from {tmp_path / 'bert'} holds a bert model")]:
+             f"error: --model gpt: --init_from {tmp_path / 'bert'} holds a bert model"),
+            (["--lm_coef", "-1"], "error: --lm_coef -1.0: must be 0 or more")]:
         with pytest.raises(SystemExit) as err:
             cli.main(base + extra)
         assert err.value.code == 2

@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
                             models=("bert", "gpt", "elmo"))
     model.add_argument("--lstm_units", type=int, default=256,
                        help="--model elmo: BiLSTM units per direction over the mixed layers")
+    model.add_argument("--lm_coef", type=float, default=0.5,
+                       help="--model gpt: weight of the auxiliary language-model loss "
+                            "(the GPT paper's lambda; finetune-transformer-lm's --lm_coef); "
+                            "0 leaves it out")
     model.add_argument("--model_dir", help="--task ax: the --output_dir of an MNLI run")
     train = p.add_argument_group("training (run_classifier.py defaults)")
     add_training_flags(train, learning_rate=2e-5, epochs=3.0, output_dir="runs/glue",
@@ -66,6 +70,8 @@ def main(argv=None) -> int:
                              "models; --model elmo runs write the task folder (model.keras)")
         if args.lstm_units < 1:
             raise UsageError(f"--lstm_units {args.lstm_units}: must be at least 1")
+        if not args.lm_coef >= 0:
+            raise UsageError(f"--lm_coef {args.lm_coef}: must be 0 or more")
 
     parser = _parser()
     add_cli_flags(parser)

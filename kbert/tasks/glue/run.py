@@ -33,13 +33,14 @@ def _is_elmo(tokenizer) -> bool:
     return isinstance(tokenizer, ELMoCharTokenizer)
 
 
-def build_model(encoder, task, tokenizer=None, lstm_units: int | None = None) -> keras.Model:
+def build_model(encoder, task, tokenizer=None, lstm_units: int | None = None,
+                lm_coef: float | None = None) -> keras.Model:
     """The task's head on `encoder`: {"logits"} for classification, {"score"} for STS-B.
 
     A GPT decoder is fine-tuned as the GPT paper does (`kbert.tasks.glue.gpt`): its
     token table grows to the tokenizer's task tokens, the head reads the extract
     token's state (both orders summed for similarity tasks), and an auxiliary LM loss
-    is added. ELMo is used feature-based (`kbert.tasks.glue.elmo`): frozen, its mixed
+    weighted `lm_coef` (default 0.5, the paper's) is added. ELMo is used feature-based (`kbert.tasks.glue.elmo`): frozen, its mixed
     layers read by a BiLSTM with `lstm_units` per direction."""
     task = get_task(task)
     if getattr(encoder, "family", None) == "elmo":
@@ -50,14 +51,15 @@ def build_model(encoder, task, tokenizer=None, lstm_units: int | None = None) ->
                                      pair=task.is_pair,
                                      lstm_units=lstm_units or DEFAULT_LSTM_UNITS)
     if getattr(encoder, "family", None) == "gpt":
-        from kbert.tasks.glue.gpt import build_gpt_classifier
+        from kbert.tasks.glue.gpt import LM_WEIGHT, build_gpt_classifier
 
         similarity = (task.is_pair and tokenizer is not None
                       and getattr(tokenizer, "pair_format", "") == "similarity")
         if tokenizer is not None:
             encoder = encoder.with_vocab_size(tokenizer.vocab_size)
         return build_gpt_classifier(encoder, task.num_labels, regression=task.is_regression,
-                                    similarity=similarity)
+                                    similarity=similarity,
+                                    lm_weight=LM_WEIGHT if lm_coef is None else lm_coef)
     return build_classifier(encoder, task.num_labels, regression=task.is_regression)
 
 
@@ -231,7 +233,8 @@ def run(args) -> dict:
         metrics = {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
     model = runtime.build(
         lambda: build_model(build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG)),
-                            task, tokenizer, getattr(args, "lstm_units", None)),
+                            task, tokenizer, getattr(args, "lstm_units", None),
+                            getattr(args, "lm_coef", None)),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)
