@@ -100,24 +100,32 @@ def test_a_loaded_classifier_trains_with_its_auxiliary_loss_once_linked(tokenize
     np.testing.assert_allclose(again(x)["logits"], model(x)["logits"], rtol=1e-6)
 
 
+def _fine_tune_on_synthetic_pairs(tmp_path, tokenizer, config: dict, flags: list[str]):
+    """Runs the GLUE command (MRPC layout, synthetic pairs) on a random-init 2-layer GPT
+    folder with `tokenizer` and the preset overrides `config`; -> (output dir, export
+    dir)."""
+    keras.utils.set_random_seed(0)
+    decoder = kbert.GPTDecoder(kbert.GPTConfig.preset(
+        "tiny", vocab_size=tokenizer.vocab_size, hidden_size=64, num_heads=4,
+        intermediate_size=256, **config))
+    decoder.save_pretrained(tmp_path / "gpt", tokenizer=tokenizer)
+    folder = synthetic_paraphrase(str(tmp_path))
+    out, export = tmp_path / "out", tmp_path / "serving" / "para" / "1"
+    assert cli.main(["--task", "mrpc", "--model", "gpt", "--init_from", str(tmp_path / "gpt"),
+                     "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "20",
+                     "--steps_per_loop", "500", "--export_dir", str(export), *flags]) == 0
+    return out, export
+
+
 @pytest.mark.e2e
 def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokenizer):
     """MRPC layout (a similarity task: both orders); a random-init 2-layer GPT folder."""
     from kbert.export.check import run_fresh
     from kbert.export.folder import load_task_folder
 
-    keras.utils.set_random_seed(0)
-    decoder = kbert.GPTDecoder(kbert.GPTConfig.preset(
-        "tiny", vocab_size=tokenizer.vocab_size, end_token_id=tokenizer.end_token_id,
-        hidden_size=64, num_heads=4, intermediate_size=256))
-    decoder.save_pretrained(tmp_path / "gpt", tokenizer=tokenizer)
-    folder = synthetic_paraphrase(str(tmp_path))
-    out, export = tmp_path / "out", tmp_path / "serving" / "para" / "1"
-    assert cli.main(["--task", "mrpc", "--model", "gpt", "--init_from", str(tmp_path / "gpt"),
-                     "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "20",
-                     "--num_train_epochs", "15", "--learning_rate", "1e-3",
-                     "--steps_per_loop", "500", "--do_predict",
-                     "--export_dir", str(export)]) == 0
+    out, export = _fine_tune_on_synthetic_pairs(
+        tmp_path, tokenizer, {"end_token_id": tokenizer.end_token_id},
+        ["--num_train_epochs", "15", "--learning_rate", "1e-3", "--do_predict"])
     results = json.loads((out / "eval_results.json").read_text())
     assert results["accuracy"] >= 0.95, results
     task, model, loaded, settings = load_task_folder(str(out))
@@ -169,7 +177,7 @@ def test_gpt1_tokenizer_takes_the_task_tokens(tmp_path):
 def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
     """The same command on a GPT-1 folder (post-LN blocks, GPT-1's BPE, no end token),
     without the auxiliary LM loss (`--lm_coef 0`): 1.0, 0.997 and 1.0 dev accuracy
-    with seeds 0 to 2 in 4 epochs. With the paper's 0.5 (or 0.25), this tiny post-LN
+    in 4 epochs with `keras.utils.set_random_seed` 0, 1 and 2 before the command. With the paper's 0.5 (or 0.25), this tiny post-LN
     model stops at 0.86 (seed 0; 3 to 15 epochs; learning rates 3e-4 to 3e-3): it
     learns the one color that is several tokens ("green") and misses the pairs
     without it; the same model with pre-LN blocks reaches 1.0 in 15 epochs."""
@@ -177,18 +185,10 @@ def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
     from kbert.export.folder import load_task_folder
     from kbert.tokenizers import GPT1Tokenizer
 
-    keras.utils.set_random_seed(0)
     tokenizer = gpt1_word_tokenizer(COLORS)
-    decoder = kbert.GPTDecoder(kbert.GPTConfig.preset(
-        "tiny", vocab_size=tokenizer.vocab_size, norm_first=False, end_token_id=None,
-        hidden_size=64, num_heads=4, intermediate_size=256))
-    decoder.save_pretrained(tmp_path / "gpt1", tokenizer=tokenizer)
-    folder = synthetic_paraphrase(str(tmp_path))
-    out, export = tmp_path / "out", tmp_path / "serving" / "para" / "1"
-    assert cli.main(["--task", "mrpc", "--model", "gpt", "--init_from", str(tmp_path / "gpt1"),
-                     "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "20",
-                     "--num_train_epochs", "4", "--learning_rate", "1e-3", "--lm_coef", "0",
-                     "--steps_per_loop", "500", "--export_dir", str(export)]) == 0
+    out, export = _fine_tune_on_synthetic_pairs(
+        tmp_path, tokenizer, {"norm_first": False, "end_token_id": None},
+        ["--num_train_epochs", "4", "--learning_rate", "1e-3", "--lm_coef", "0"])
     results = json.loads((out / "eval_results.json").read_text())
     assert results["accuracy"] >= 0.95, results
     task, model, loaded, settings = load_task_folder(str(out))

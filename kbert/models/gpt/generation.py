@@ -109,8 +109,9 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=Fal
     stops = end_token_id is not None and end_token_id >= 0
     end = tf.constant(end_token_id if stops else 0, tf.int32)
     # On CPUs, XLA's fused one-vector product + bias reads the weights more slowly than
-    # its product alone (see kbert.layers.dense): with the bias apart, GPT-2 124M
-    # decodes about 1.2x faster at batch 1. Not on GPUs, where the fused add is free.
+    # its product alone (see kbert.layers.dense; GPT-2 124M's block products: 23.3
+    # against 19.5 ms a step, bench_gpt.py --only products). Not on GPUs, where the
+    # fused add is free.
     split_bias = jit_compile and not tf.config.list_logical_devices("GPU")
 
     @tf.function(input_signature=[
