@@ -38,14 +38,33 @@ def float_output(model, inputs, name: str):
     return tf.cast(out, tf.float32)
 
 
-class ServingModule(tf.Module):
-    """The exported object: the model, the tokenizer, and the tokenizer's own files
-    (`Tokenizer.assets()`: WordPiece `vocab.txt`, BPE `vocab.json` + `merges.txt`, none
-    for characters) as SavedModel assets, copied into `assets/`."""
+class _Untracked:
+    """Holds Python objects on a `tf.Module` without making them part of its saved
+    object graph (a plain object is not a Trackable)."""
 
-    def __init__(self, model, tokenizer):
+    def __init__(self, *layers):
+        self.layers = layers
+
+
+class ServingModule(tf.Module):
+    """The exported object: the tokenizer (its tables), the tokenizer's own files
+    (`Tokenizer.assets()`: WordPiece `vocab.txt`, BPE `vocab.json` + `merges.txt`, none
+    for characters) as SavedModel assets, copied into `assets/`, and the `tf.Variable`s
+    of the Keras layers the signature runs (`model` and any `extra` layers).
+
+    The Keras objects themselves are not saved. A Keras 3 variable is a wrapper around a
+    `tf.Variable`; saved as part of a Keras layer, its checkpoint entry is restored
+    into a copy that the signature's functions do not read, so TensorFlow's C++ loader
+    (the one `tensorflow_model_server` runs) restores nothing they use and the first
+    request fails with "Could not find variable ...". `tf.saved_model.load` in Python
+    rebuilds the object graph and hides this. Tracking the `tf.Variable`s themselves,
+    as the only saved state, makes the saver's restore op fill exactly the variables
+    the functions capture; nothing else of the Keras model (an optimizer's slots
+    after `fit`, for one) goes into the export."""
+
+    def __init__(self, model, tokenizer, *extra):
         super().__init__(name="kbert_serving")
-        self.model = model
+        self._keras = _Untracked(model, *extra)
         self.tokenizer = tokenizer
         self._asset_dir = tempfile.mkdtemp(prefix="kbert-assets-")
         files = []
@@ -55,6 +74,21 @@ class ServingModule(tf.Module):
                 f.write(text)
             files.append(tf.saved_model.Asset(path))
         self.asset_files = files
+
+    def track_variables(self) -> None:
+        """Tracks the `tf.Variable` behind each Keras variable of the held layers (after
+        the signature was traced, so that layers built by the first call count)."""
+        seen, variables = set(), []
+        for layer in self._keras.layers:
+            for v in layer.variables:
+                value = getattr(v, "value", v)
+                if not isinstance(value, tf.Variable):
+                    raise TypeError(f"variable {v.path}: expected a tf.Variable behind it, "
+                                    f"got {type(value).__name__}")
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    variables.append(value)
+        self.variables_to_serve = variables
 
     def remove_temporary_files(self) -> None:
         shutil.rmtree(self._asset_dir, ignore_errors=True)
@@ -72,10 +106,13 @@ def check_seq_length(model, seq_length: int) -> None:
 def save_export(module: ServingModule, signature, export_dir: str, warmup: list[dict],
                 serving_version: str, extra_files: dict[str, str] | None = None) -> str:
     """tf.saved_model.save + warmup requests (+ `extra_files`, name -> text, in
-    `assets.extra/`) + op check, atomically: a failed check leaves no export behind."""
+    `assets.extra/`) + op check + the warmup requests replayed through TF Serving's C++
+    loader, atomically: a failed check or replay leaves no export behind."""
     export_dir = os.fspath(export_dir)
     with atomic_directory(export_dir) as tmp:
         try:
+            signature.get_concrete_function()  # traced: every layer is built
+            module.track_variables()
             tf.saved_model.save(module, tmp, signatures={"serving_default": signature})
         finally:
             module.remove_temporary_files()
@@ -88,4 +125,12 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
             ops_lib.check_ops(tmp, serving_version)
         except ops_lib.UnsupportedOpError as e:
             raise ops_lib.UnsupportedOpError(str(e).replace(tmp, export_dir)) from None
+        # The warmup requests through TF Serving's own loader, as the server replays
+        # them at load: an export it cannot run is never moved into place.
+        from kbert.export.check import ServingLoaderError, run_c_loader
+
+        try:
+            run_c_loader(tmp, warmup)
+        except ServingLoaderError as e:
+            raise ServingLoaderError(str(e).replace(tmp, export_dir)) from None
     return export_dir

@@ -1,14 +1,19 @@
 """`python -m kbert.export check DIR`: would the stock tensorflow_model_server serve it?
 
 Lists the signatures, checks every op type against the target server's, and replays
-the warmup requests in a fresh Python process that imports only `tensorflow` and
-`tensorflow_text`: nothing of kbert, Keras or the training code.
+the warmup requests twice: through TensorFlow's C++ SavedModel loader, the one
+`tensorflow_model_server` runs (`c_loader.py`: `TF_LoadSessionFromSavedModel` and
+`Session::Run` by the SignatureDef's tensor names, in a process with no TensorFlow
+Python), and through `tf.saved_model.load` in a fresh Python process that imports only
+`tensorflow` and `tensorflow_text` (nothing of kbert, Keras or the training code). The
+two must give the same answers.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +38,7 @@ for request in requests:
     item = {}
     for k, v in out.items():
         v = v.numpy()
-        item[k] = {"dtype": str(v.dtype), "shape": list(v.shape),
+        item[k] = {"dtype": "string" if v.dtype == object else str(v.dtype), "shape": list(v.shape),
                    "value": [x.decode("utf-8", "replace") if isinstance(x, bytes) else x
                              for x in v.reshape(-1).tolist()]}
     results.append(item)
@@ -45,24 +50,133 @@ with open(out_file, "w", encoding="utf-8") as f:
 """
 
 
-def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600) -> dict:
-    """Calls `serving_default` on each request (input name -> list of str) in a fresh
-    process. Returns {"results": [{output: {"dtype", "shape", "value" (flat list)}}],
-    "modules": [kbert/keras/torch modules that loading and calling the model imported]}."""
+C_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c_loader.py")
+TOLERANCE = 1e-5  # numbers of the two loaders agree within this (absolute and relative)
+
+
+class ServingLoaderError(RuntimeError):
+    """TF Serving's C++ loader could not load or run an export; the message is one line."""
+
+
+def _fresh_env() -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    return env
+
+
+def _python_fresh(export_dir: str, requests: list[dict], timeout: float) -> dict:
     with tempfile.TemporaryDirectory(prefix="kbert-check-") as tmp:
         req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
         with open(req, "w", encoding="utf-8") as f:
             json.dump(requests, f, ensure_ascii=False)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         proc = subprocess.run([sys.executable, "-c", _FRESH, os.path.abspath(export_dir), req,
-                               out], capture_output=True, text=True, timeout=timeout, env=env,
-                              cwd=tmp)
+                               out], capture_output=True, text=True, timeout=timeout,
+                              env=_fresh_env(), cwd=tmp)
         if proc.returncode != 0:
             raise RuntimeError(f"{export_dir}: the fresh process failed "
                                f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         with open(out, encoding="utf-8") as f:
             return json.load(f)
+
+
+def _describe_failure(export_dir: str, error: str) -> str:
+    """One line for a C++ loader failure; a variable the restore op left unfilled is
+    named with what it means."""
+    missing = re.search(r"Could not find variable ([^\s.]+(?:\.[^\s.]+)*)\. ", error)
+    if missing:
+        return (f"{export_dir}: TF Serving's C++ loader cannot run this export: variable "
+                f"{missing.group(1)!r} is not restored by the SavedModel's restore op "
+                "(written by an older kbert, or by a tf.Module that holds a Keras 3 "
+                "model: export it again with this kbert)")
+    return f"{export_dir}: TF Serving's C++ loader failed: {error}"
+
+
+def run_c_loader(export_dir: str, requests: list[dict], signature: str = "serving_default",
+                 timeout: float = 600) -> dict:
+    """Runs `requests` as `tensorflow_model_server` does: TensorFlow's C++ SavedModel
+    loader (`TF_LoadSessionFromSavedModel`) and `Session::Run` on the SignatureDef's
+    tensor names, in a fresh process that imports no TensorFlow Python (`c_loader.py`,
+    with tensorflow-text's op libraries loaded by `TF_LoadLibrary`). Returns
+    {"results": [...], "signatures": {...}} as `run_fresh`; raises ServingLoaderError
+    with one line when loading or a request fails."""
+    with tempfile.TemporaryDirectory(prefix="kbert-c-loader-") as tmp:
+        req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
+        with open(req, "w", encoding="utf-8") as f:
+            json.dump(requests, f, ensure_ascii=False)
+        proc = subprocess.run([sys.executable, C_LOADER, os.path.abspath(export_dir), req, out,
+                               "--signature", signature], capture_output=True, text=True,
+                              timeout=timeout, env=_fresh_env(), cwd=tmp)
+        if not os.path.exists(out):
+            raise ServingLoaderError(f"{export_dir}: the C++ loader process failed (exit "
+                                     f"{proc.returncode}): {proc.stderr.strip()[-500:]}")
+        with open(out, encoding="utf-8") as f:
+            report = json.load(f)
+    if report["python_modules"]:
+        raise ServingLoaderError(f"the C++ loader process imported Python modules it must "
+                                 f"not: {report['python_modules'][:5]}")
+    if report["error"]:
+        raise ServingLoaderError(_describe_failure(export_dir, report["error"]))
+    return report
+
+
+def _deterministic(export_dir: str) -> bool:
+    """False for a generate export that samples with a new seed for each request."""
+    path = os.path.join(export_dir, "assets.extra", "kbert_generate.json")
+    if not os.path.exists(path):
+        return True
+    with open(path, encoding="utf-8") as f:
+        settings = json.load(f)
+    return settings.get("sampler") == "greedy" or settings.get("seed") is not None
+
+
+def compare_results(python: list[dict], served: list[dict], values: bool = True) -> list[str]:
+    """Differences between two loaders' answers: outputs, dtypes and shapes equal;
+    strings equal and numbers within TOLERANCE when `values`. [] when they agree."""
+    problems = []
+    for n, (a, b) in enumerate(zip(python, served)):
+        if sorted(a) != sorted(b):
+            problems.append(f"request {n}: outputs {sorted(a)} != {sorted(b)}")
+            continue
+        for key in sorted(a):
+            x, y = a[key], b[key]
+            if x["dtype"] != y["dtype"] or x["shape"] != y["shape"]:
+                problems.append(f"request {n}, {key}: {x['dtype']} {x['shape']} != "
+                                f"{y['dtype']} {y['shape']}")
+            elif values:
+                for i, (u, v) in enumerate(zip(x["value"], y["value"])):
+                    if isinstance(u, str) or isinstance(u, bool) or u is None:
+                        same = u == v
+                    else:
+                        same = abs(u - v) <= TOLERANCE * (1 + abs(u))
+                    if not same:
+                        problems.append(f"request {n}, {key}[{i}]: {u!r} (tf.saved_model.load)"
+                                        f" != {v!r} (C++ loader)")
+                        break
+    if len(python) != len(served):
+        problems.append(f"{len(python)} answers != {len(served)}")
+    return problems
+
+
+def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600) -> dict:
+    """Calls `serving_default` on each request (input name -> list of str) twice, each
+    in a fresh process: through `tf.saved_model.load` with only `tensorflow` and
+    `tensorflow_text` imported, and through TF Serving's C++ loader (`run_c_loader`).
+    The two must agree (strings equal, numbers within TOLERANCE; for a generate export
+    that samples without a seed, dtypes and shapes), else ServingLoaderError.
+    Returns {"results": [{output: {"dtype", "shape", "value" (flat list)}}] (the C++
+    loader's, which equal the Python ones), "python_results": the Python loader's,
+    "modules": [kbert/keras/torch modules that loading and calling the model
+    imported]}."""
+    report = _python_fresh(export_dir, requests, timeout)
+    served = run_c_loader(export_dir, requests, timeout=timeout)["results"]
+    problems = compare_results(report["results"], served, _deterministic(export_dir))
+    if problems:
+        raise ServingLoaderError(f"{export_dir}: TF Serving's C++ loader answers otherwise "
+                                 f"than tf.saved_model.load: {problems[0]}"
+                                 + (f" (and {len(problems) - 1} more)" if len(problems) > 1
+                                    else ""))
+    return {"results": served, "python_results": report["results"],
+            "modules": report["modules"]}
 
 
 def signatures(export_dir: str) -> dict:
@@ -118,6 +232,9 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
         return False
     try:
         report = run_fresh(export_dir, requests)
+    except ServingLoaderError as e:
+        out(f"  ERROR: {e}")
+        return False
     except RuntimeError as e:
         out(f"  ERROR: {e}")
         return False
@@ -128,6 +245,8 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
     if report["modules"]:
         ok = False
         out(f"  ERROR: the fresh process loaded {report['modules']}")
-    out(f"  {'OK' if ok else 'FAILED'}: {len(requests)} warmup requests answered in a fresh "
-        "process with only tensorflow and tensorflow_text imported")
+    out(f"  {'OK' if ok else 'FAILED'}: {len(requests)} warmup requests answered by TF "
+        "Serving's C++ SavedModel loader (no TensorFlow Python), the same as by "
+        "tf.saved_model.load in a fresh process with only tensorflow and tensorflow_text "
+        "imported")
     return ok

@@ -54,8 +54,7 @@ def export_elmo(model, tokenizer, export_dir: str, mix: ScalarMix | None = None,
     if mix is None:
         mix = ScalarMix(model.num_layers + 1, name="elmo_mix")
         mix([tf.zeros([1, 1, model.hidden_size])] * (model.num_layers + 1))
-    module = ServingModule(model, tokenizer)
-    module.mix = mix
+    module = ServingModule(model, tokenizer, mix)
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def serve(text):

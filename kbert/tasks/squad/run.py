@@ -197,16 +197,18 @@ def train(args, runtime, train_examples, feature_args):
 
 
 def _check_export(export_dir, examples, predictions, n=64):
-    """The SavedModel must give the answers of the Python post-processing."""
+    """The SavedModel, run as TF Serving runs it (its C++ loader), must give the answers
+    of the Python post-processing."""
+    from kbert.export.check import run_c_loader
+
     sample = examples[:n]
-    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
-    out = serve(question=tf.constant([e.question for e in sample]),
-                context=tf.constant([e.context for e in sample]))
-    answers = [a.decode("utf-8") for a in out["answer"].numpy()]
+    report = run_c_loader(export_dir, [{"question": [e.question for e in sample],
+                                        "context": [e.context for e in sample]}])
+    answers = report["results"][0]["answer"]["value"]
     differ = [e.qid for e, a in zip(sample, answers) if a != predictions.answers[e.qid]]
     if differ:
         raise RuntimeError(f"{export_dir}: the SavedModel answers {len(differ)} of "
                            f"{len(sample)} questions differently from the Python "
                            f"post-processing (question ids {differ[:5]})")
-    logger.info("SavedModel checked: same answers as predictions.json on %d questions",
-                len(sample))
+    logger.info("SavedModel checked through TF Serving's C++ loader: same answers as "
+                "predictions.json on %d questions", len(sample))
