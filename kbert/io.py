@@ -19,7 +19,8 @@ def current_umask() -> int:
     return mask
 
 
-def _normal_permissions(path: str, folder: bool) -> None:
+def normal_permissions(path: str, folder: bool) -> None:
+    """The mode a plain `open` (files) or `mkdir` (folders) gives under the umask."""
     os.chmod(path, (0o777 if folder else 0o666) & ~current_umask())
 
 
@@ -36,14 +37,14 @@ def atomic_directory(path: str | os.PathLike):
     parent = os.path.dirname(path)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-", dir=parent)
-    _normal_permissions(tmp, folder=True)
+    normal_permissions(tmp, folder=True)
     try:
         yield tmp
         for root, dirs, files in os.walk(tmp):  # flush file contents before the rename
             for name in dirs:  # writers such as safetensors make owner-only files
-                _normal_permissions(os.path.join(root, name), folder=True)
+                normal_permissions(os.path.join(root, name), folder=True)
             for name in files:
-                _normal_permissions(os.path.join(root, name), folder=False)
+                normal_permissions(os.path.join(root, name), folder=False)
                 with open(os.path.join(root, name), "rb+") as f:
                     os.fsync(f.fileno())
         if os.path.exists(path):
@@ -65,7 +66,7 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.tmp-",
                                dir=os.path.dirname(path))
-    _normal_permissions(tmp, folder=False)
+    normal_permissions(tmp, folder=False)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
             yield f
@@ -79,11 +80,12 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", encoding: str | None =
 
 
 def read_json(path: str | os.PathLike):
-    """Loads a JSON file; malformed JSON is a ValueError naming the file, line and column."""
+    """Loads a JSON file (a UTF-8 byte-order mark is skipped, as editors on Windows write
+    one); malformed JSON is a ValueError naming the file, line and column."""
     import json
 
     path = os.fspath(path)
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:
         try:
             return json.load(f)
         except json.JSONDecodeError as e:

@@ -68,8 +68,12 @@ def _row(task, split, i, rng, labelled=True):
     raise ValueError(task)
 
 
-def write_task(root: str, task: str, n: dict | None = None, seed: int = 0) -> str:
-    """Writes a task folder (GLUE's file names and layout); returns its path."""
+def write_task(root: str, task: str, n: dict | None = None, seed: int = 0,
+               bom: bool | None = None) -> str:
+    """Writes a task folder (GLUE's file names and layout); returns its path.
+
+    `bom`: start every file with a UTF-8 byte-order mark (True), none (False), or as
+    GLUE's download does (None): MRPC's train.tsv and dev.tsv start with one."""
     rng = random.Random(seed)
     folder = os.path.join(root, {"sst2": "SST-2", "stsb": "STS-B", "ax": "diagnostic"}.get(
         task, task.upper() if task != "cola" else "CoLA"))
@@ -89,7 +93,9 @@ def write_task(root: str, task: str, n: dict | None = None, seed: int = 0) -> st
                  "test.tsv": (test_header, False, "test")}
     for name, (header, labelled, split) in files.items():
         rows = [_row(task, split, i, rng, labelled) for i in range(n.get(name, 7))]
-        with open(os.path.join(folder, name), "w", encoding="utf-8", newline="\n") as f:
+        mark = bom if bom is not None else (task == "mrpc" and split != "test")
+        with open(os.path.join(folder, name), "w", encoding="utf-8-sig" if mark else "utf-8",
+                  newline="\n") as f:
             if header is not None:
                 f.write(header + "\n")
             f.write("".join(r + "\n" for r in rows))

@@ -39,6 +39,20 @@ def test_readers_on_official_layouts(tmp_path, task):
         assert (e.text_a, e.text_b) == ('He said "hello" and left.', "a lone \" quote")
 
 
+@pytest.mark.parametrize("task", [t for t in glue.TASKS])
+def test_files_with_a_byte_order_mark_read_as_without(tmp_path, task):
+    """GLUE's own MRPC train.tsv and dev.tsv start with a UTF-8 byte-order mark (the
+    header reads '\\ufeffQuality' to a plain UTF-8 reader); any file may."""
+    with_bom = write_task(str(tmp_path / "bom"), task, ROWS, bom=True)
+    without = write_task(str(tmp_path / "plain"), task, ROWS, bom=False)
+    first = os.listdir(with_bom)[0]
+    with open(os.path.join(with_bom, first), "rb") as f:
+        assert f.read(3) == b"\xef\xbb\xbf"
+    for split in glue.get_task(task).splits:
+        want = glue.load_dataset(task, split, without)
+        assert glue.load_dataset(task, split, with_bom) == want and want, (task, split)
+
+
 def test_cola_has_no_header_but_its_test_file_does(tmp_path):
     folder = write_task(str(tmp_path), "cola", ROWS)
     with open(os.path.join(folder, "train.tsv"), encoding="utf-8") as f:

@@ -58,3 +58,33 @@ def test_save_pretrained_and_exports_honour_the_umask(tmp_path, umask):
                       seq_length=8)
     _assert_normal(tmp_path / "serving", umask)
     assert np.isfinite(np.asarray(encoder(tokenizer(["a"]))["pooled_output"])).all()
+
+
+def test_json_and_text_files_with_a_byte_order_mark(tmp_path):
+    """SQuAD JSON and pretraining text saved by an editor that writes a UTF-8 BOM read
+    as without; a text file that is not UTF-8 is refused naming the file and line."""
+    from kbert.io import read_json
+    from kbert.tasks.pretrain.run import read_texts
+
+    (tmp_path / "a.json").write_bytes(b"\xef\xbb\xbf" + b'{"data": [], "version": "1.1"}')
+    assert read_json(tmp_path / "a.json") == {"data": [], "version": "1.1"}
+    (tmp_path / "t.txt").write_bytes("\ufeffFirst line.\r\nSecond.\n\nThird.\n".encode())
+    assert read_texts(str(tmp_path / "t.txt")) == ["First line.", "Second.", "", "Third."]
+    (tmp_path / "bad.txt").write_bytes(b"ok\nnot \xff utf-8\n")
+    with pytest.raises(ValueError, match=r"--text_file .*bad.txt, line 2: not UTF-8"):
+        read_texts(str(tmp_path / "bad.txt"))
+
+
+def test_create_data_records_honour_the_umask(tmp_path):
+    """create_data's TFRecords get the mode a plain open gives (it forced 0o644, world-
+    readable under umask 077)."""
+    from kbert.tasks.pretrain.create_data import Options, write_instances
+
+    old = os.umask(0o077)
+    try:
+        outputs = [str(tmp_path / "a.tfrecord"), str(tmp_path / "b.tfrecord")]
+        assert write_instances([], {}, Options(), outputs) == 0
+        for path in outputs:
+            assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    finally:
+        os.umask(old)

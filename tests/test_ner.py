@@ -36,6 +36,10 @@ def test_read_conll_as_distributed(tmp_path):
     assert ner.read_conll(path, scheme="bioes")[1].tags == ["B-PER", "E-PER"]
     assert ner.labels_of(sentences) == ["O", "B-LOC", "I-LOC", "B-MISC", "I-MISC", "B-ORG",
                                         "I-ORG", "B-PER", "I-PER"]
+    # A file saved with a byte-order mark reads the same (the mark is no word).
+    bom = tmp_path / "bom.train"
+    bom.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert ner.read_conll(bom) == sentences
 
 
 @pytest.mark.parametrize("text, message", [

@@ -34,8 +34,9 @@ class GlueExample:
 
 
 def _rows(path: str):
-    """(line number, fields) of each non-empty line; only '\\n' ends a row."""
-    with open(path, encoding="utf-8", newline="\n") as f:
+    """(line number, fields) of each non-empty line; only '\\n' ends a row. A UTF-8
+    byte-order mark (GLUE's own MRPC files start with one) is not part of the header."""
+    with open(path, encoding="utf-8-sig", newline="\n") as f:
         for number, line in enumerate(f, start=1):
             line = line.rstrip("\n")
             if line.endswith("\r"):

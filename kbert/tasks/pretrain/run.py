@@ -26,7 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert import training
-from kbert.io import atomic_file
+from kbert.io import atomic_file, read_json
 from kbert.tasks.common import fit_options
 
 logger = logging.getLogger(__name__)
@@ -42,8 +42,14 @@ def read_texts(pattern: str) -> list[str]:
     files = expand_inputs(pattern, "--text_file")
     lines = []
     for path in files:
-        with open(path, encoding="utf-8") as f:
-            lines.extend(line.rstrip("\n") for line in f)
+        with open(path, "rb") as f:
+            for number, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as e:
+                    raise ValueError(f"--text_file {path}, line {number}: not UTF-8 "
+                                     f"({e.reason} at byte {e.start})") from None
+                lines.append(line.rstrip("\n").rstrip("\r"))
     return lines
 
 
@@ -263,7 +269,13 @@ def run(args) -> dict:
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
     save()
     results = {k: float(v[-1]) for k, v in (history.history.items() if history else [])}
-    with atomic_file(os.path.join(args.output_dir, "train_results.json")) as f:
+    results_file = os.path.join(args.output_dir, "train_results.json")
+    if not results and os.path.exists(results_file):
+        # A rerun of a finished run resumes at its last step and trains none: the
+        # first run's results stand.
+        logger.info("the run had finished: %s kept", results_file)
+        return read_json(results_file)
+    with atomic_file(results_file) as f:
         json.dump(results, f, indent=2)
     logger.info("pretrained %s folder: %s", args.model, model_dir)
     return results
