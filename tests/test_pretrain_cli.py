@@ -53,6 +53,26 @@ def test_bert_on_the_bundled_corpus_learns_the_masked_lm(tmp_path):
 
 
 @pytest.mark.e2e
+def test_few_steps_warm_up_by_proportion_and_a_rerun_keeps_the_results(tmp_path, capsys):
+    """20 steps with no --num_warmup_steps: --warmup_proportion (0.1) of them, not
+    run_pretraining.py's 10000 (which was refused). A rerun of the finished run trains
+    nothing and keeps train_results.json (it printed {} and emptied it)."""
+    out = tmp_path / "out"
+    flags = ["--model", "bert", "--output_dir", str(out), "--corpus_paragraphs", "60",
+             "--num_train_steps", "20", "--preset", "tiny", "--vocab_size", "300",
+             "--max_seq_length", "32", "--max_predictions_per_seq", "5",
+             "--steps_per_loop", "10"]
+    assert cli.main(flags) == 0
+    first = (out / "train_results.json").read_text()
+    assert set(json.loads(first)) >= {"masked_lm_accuracy", "masked_lm_loss"}
+    capsys.readouterr()
+    assert cli.main(flags) == 0
+    assert (out / "train_results.json").read_text() == first
+    printed = capsys.readouterr().out
+    assert "pretrain bert: {}" not in printed and "masked_lm_loss" in printed
+
+
+@pytest.mark.e2e
 def test_bert_from_create_data_records(corpus, tmp_path):
     from kbert import build_vocab
 
@@ -144,6 +164,10 @@ def test_gpt_and_elmo_pretrain_on_text(corpus, tmp_path):
     (["--model", "elmo", "--input_file", "x"], "--input_file: create_data records are BERT's"),
     (["--model", "bert", "--text_file", "x", "--num_train_steps", "0"],
      "--num_train_steps 0: must be at least 1"),
+    (["--model", "bert", "--num_train_steps", "20", "--num_warmup_steps", "30"],
+     "--num_warmup_steps 30: must be between 0 and --num_train_steps 20"),
+    (["--model", "bert", "--num_train_steps", "20", "--warmup_proportion", "1.5"],
+     "--warmup_proportion 1.5: must be in [0, 1]"),
 ])
 def test_bad_flags_are_one_line(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as err:

@@ -13,7 +13,7 @@ import tempfile
 import numpy as np
 import tensorflow as tf
 
-from kbert.io import _normal_permissions
+from kbert.io import normal_permissions
 
 
 def dump_token_embeddings(model, words, path) -> np.ndarray:
@@ -31,7 +31,7 @@ def dump_token_embeddings(model, words, path) -> np.ndarray:
     try:
         with h5py.File(tmp, "w") as f:
             f.create_dataset("embedding", data=table)
-        _normal_permissions(tmp, folder=False)
+        normal_permissions(tmp, folder=False)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -80,8 +80,7 @@ def create_data_main(argv) -> int:
 
 # run_pretraining.py's defaults, and those of the bundled corpus (minutes on a CPU).
 BUNDLED_DEFAULTS = [("learning_rate", float, 1e-4, 1e-3),
-                    ("num_train_steps", int, 100_000, 1500),
-                    ("num_warmup_steps", int, 10_000, 150)]
+                    ("num_train_steps", int, 100_000, 1500)]
 
 
 def _train_parser() -> argparse.ArgumentParser:
@@ -129,6 +128,10 @@ def _train_parser() -> argparse.ArgumentParser:
     for flag, kind, real, bundled in BUNDLED_DEFAULTS:
         train.add_argument(f"--{flag}", type=kind, default=None,
                            help=f"default {real}; on the bundled corpus {bundled}")
+    train.add_argument("--num_warmup_steps", type=int, default=None,
+                       help="steps of linear learning-rate warmup (default: "
+                            "--warmup_proportion of --num_train_steps; run_pretraining.py's "
+                            "10000 of 100000)")
     train.add_argument("--optimizer", default="adamw", choices=["adamw", "lamb"])
     train.add_argument("--weight_decay", type=float, default=0.01)
     train.add_argument("--gradient_accumulation_steps", type=int, default=1)
@@ -166,8 +169,14 @@ def train_main(argv) -> int:
                      "max_predictions_per_seq"):
             if getattr(args, flag) < 1:
                 raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
-        if args.num_warmup_steps < 0:
-            raise UsageError(f"--num_warmup_steps {args.num_warmup_steps}: must be 0 or more")
+        if args.num_warmup_steps is None:
+            if not 0.0 <= args.warmup_proportion <= 1.0:
+                raise UsageError(f"--warmup_proportion {args.warmup_proportion}: must be "
+                                 "in [0, 1]")
+            args.num_warmup_steps = int(args.warmup_proportion * args.num_train_steps)
+        if not 0 <= args.num_warmup_steps <= args.num_train_steps:
+            raise UsageError(f"--num_warmup_steps {args.num_warmup_steps}: must be between 0 "
+                             f"and --num_train_steps {args.num_train_steps}")
         if not 0.0 < args.masked_lm_prob <= 1.0:
             raise UsageError(f"--masked_lm_prob {args.masked_lm_prob}: must be in (0, 1]")
         if args.init_from:

@@ -28,6 +28,8 @@ import os
 import random
 import time
 
+from kbert.io import normal_permissions
+
 logger = logging.getLogger(__name__)
 
 SPECIALS = ("[CLS]", "[SEP]", "[MASK]")
@@ -290,7 +292,7 @@ def write_instances(instances, token_id: dict, options: Options, output_files: l
         for writer in writers:
             writer.close()
         for tmp, path in zip(tmps, output_files):
-            os.chmod(tmp, 0o644)
+            normal_permissions(tmp, folder=False)  # the umask's mode, as a plain open
             os.replace(tmp, path)
     except BaseException:
         for writer in writers:
