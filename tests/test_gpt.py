@@ -361,6 +361,46 @@ def test_top_k_and_top_p_never_leave_their_set():
     assert (greedy == 0).all()
 
 
+def test_top_k_past_the_vocabulary_samples_from_all_of_it():
+    """top_k larger than the vocabulary is clamped to it (as transformers does), with
+    and without XLA; before, XLA stopped with 'input must have at least k columns'."""
+    lm = _fixed_logits_model(np.linspace(1.0, 0.0, 12).astype("float32"))
+    ids = np.full((8, 3), 2, "int32")
+    mask = np.ones_like(ids)
+    for jit in (True, False):
+        huge = lm.generate_ids(ids, mask, 6, sampler="top_k", top_k=10 ** 6, seed=3,
+                               end_token_id=None, jit_compile=jit).numpy()
+        every = lm.generate_ids(ids, mask, 6, sampler="top_k", top_k=12, seed=3,
+                                end_token_id=None, jit_compile=jit).numpy()
+        np.testing.assert_array_equal(huge, every)
+
+
+def test_gpt1_continuation_keeps_the_space_after_the_prompt(tmp_path):
+    """GPT-1's tokens mark word ends; the continuation decoded apart from the prompt lost
+    the space between them ('the catt t t'). The text now reads as transformers'
+    `OpenAIGPTTokenizer` decodes the whole sequence (run here)."""
+    from transformers import OpenAIGPTTokenizer
+
+    from gpt_fixtures import gpt1_word_tokenizer
+
+    tokenizer = gpt1_word_tokenizer(["the", "cat", "sat"])
+    lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset(
+        "tiny", vocab_size=tokenizer.vocab_size, norm_first=False, end_token_id=None))
+    lm.tokenizer = tokenizer
+    (text,) = lm.generate(["the cat"], max_new_tokens=4)
+    prompt = tokenizer.tokenize(["the cat"]).to_list()[0]
+    new = lm.generate_ids(np.array([prompt], "int32"), np.ones((1, len(prompt)), "int32"),
+                          4).numpy()[0].tolist()
+    tokenizer.save_pretrained(tmp_path)  # vocab.json + merges.txt, the files it reads
+    vocab = json.loads((tmp_path / "vocab.json").read_text(encoding="utf-8"))
+    merges = [tuple(line.split()) for line in
+              (tmp_path / "merges.txt").read_text(encoding="utf-8").splitlines()
+              if line and not line.startswith("#version")]
+    ref = OpenAIGPTTokenizer(vocab=vocab, merges=merges)
+    assert text == ref.decode(prompt + new)
+    assert text.startswith("the cat ") and len(text) > len("the cat ")
+
+
 def test_seeded_sampling_is_reproducible():
     lm = _fixed_logits_model(np.linspace(1.0, 0.0, 12).astype("float32"))
     ids = np.full((8, 3), 2, "int32")

@@ -38,6 +38,8 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     request's sampling reproducible (the same prompt, the same text).
     """
     generation.check_settings(sampler, temperature, top_k, top_p)
+    if top_k is not None:  # recorded as decoding uses it: at most the vocabulary
+        top_k = min(int(top_k), int(lm.config.vocab_size))
     limit = lm.config.max_position_embeddings
     if not 1 <= max_new_tokens < limit:
         raise ValueError(f"max_new_tokens={max_new_tokens}: must be between 1 and "

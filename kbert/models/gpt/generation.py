@@ -195,6 +195,8 @@ def generate_function(lm, sampler="greedy", temperature=1.0, top_k=None, top_p=N
     seed int32 [2]) -> int32 [B, max_new_tokens]. Callable eagerly and inside a
     `tf.function`. `jit_compile`: None is `_use_xla()`."""
     check_settings(sampler, temperature, top_k, top_p)
+    if top_k is not None:  # k past the vocabulary samples from all of it (as transformers)
+        top_k = min(int(top_k), int(lm.config.vocab_size))
     jit_compile = _use_xla() if jit_compile is None else bool(jit_compile)
     key = (sampler, float(temperature), None if top_k is None else int(top_k),
            None if top_p is None else float(top_p), end_token_id, jit_compile)
@@ -275,6 +277,16 @@ def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=
     if end is not None:  # cut at the first end token
         keep = tf.cumsum(tf.cast(tf.equal(new, end), tf.int32), axis=1) == 0
         new = tf.ragged.boolean_mask(new, keep)
-    text = tf.strings.join([texts, tokenizer.detokenize(new)])
+    else:
+        new = tf.RaggedTensor.from_tensor(new)
+    # The continuation is what decoding prompt + new adds to decoding the prompt alone:
+    # GPT-1's BPE marks word ends (`</w>`), so the space between the prompt's last word
+    # and the first new one belongs to neither part decoded apart. For GPT-2's bytes
+    # this is the new tokens' own text.
+    head = tokenizer.detokenize(ids)
+    full = tokenizer.detokenize(tf.concat([ids, new], axis=1))
+    start = tf.strings.length(head)
+    text = tf.strings.join([texts, tf.strings.substr(full, start,
+                                                     tf.strings.length(full) - start)])
     out = [t.decode("utf-8", "replace") for t in text.numpy()]
     return out[0] if single else out
