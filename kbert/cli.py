@@ -98,6 +98,26 @@ def check_export_dir(export_dir: str | None, overwrite: bool, flag: str = "--exp
         raise UsageError(f"{flag} {export_dir}: exists already (TF Serving would not load "
                          "a changed model under a version it has); use a new version number "
                          "or --overwrite")
+    check_writable_folder(os.path.dirname(os.path.abspath(export_dir)), flag, export_dir)
+
+
+def check_writable_folder(folder: str, flag: str, given: str) -> None:
+    """The folder can be created and written (a file is made and removed in its nearest
+    existing ancestor), so that a run does not find out after training."""
+    import tempfile
+
+    ancestor = os.path.abspath(folder)
+    while not os.path.exists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    if not os.path.isdir(ancestor):
+        raise UsageError(f"{flag} {given}: {ancestor} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".kbert-write-check-", dir=ancestor)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        raise UsageError(f"{flag} {given}: cannot write in {ancestor} "
+                         f"({e.strerror or e})") from None
 
 
 def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):

@@ -47,14 +47,60 @@ def tiny_folder(tmp_path):
     (["--max_seq_length", "2"], "error: --max_seq_length 2: leaves no room"),
     (["--export_dir", "SERVING/mrpc"], "error: --export_dir SERVING/mrpc: must end in a "
                                        "version number"),
+    # Found before training, not after it (it was '[Errno 2]' once the model was trained).
+    (["--export_dir", "/proc/kbert/exp/1"], "error: --export_dir /proc/kbert/exp/1: cannot "
+                                            "write in /proc ("),
+    (["--export_dir", "FILE/exp/1"], "error: --export_dir FILE/exp/1: FILE is a file, not a "
+                                     "folder"),
 ])
 def test_glue_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
     out = tmp_path / "out"
-    flags = [f.replace("SERVING", str(tmp_path / "serving")) for f in flags]
+    (tmp_path / "file").write_text("")
+    paths = {"SERVING": str(tmp_path / "serving"), "FILE": str(tmp_path / "file")}
+    for key, value in paths.items():
+        flags = [f.replace(key, value) for f in flags]
+        message = message.replace(key, value)
     line = _fails(glue_cli.main, ["--task", "mrpc", "--data_dir", str(tmp_path),
                                   "--output_dir", str(out), *flags], capsys, 2)
-    assert line.startswith(message.replace("SERVING", str(tmp_path / "serving")))
+    assert line.startswith(message), line
     assert not out.exists()
+
+
+@pytest.fixture
+def gpt_folder(tmp_path):
+    """A kbert GPT-2 folder with a word-level BPE tokenizer."""
+    from gpt_fixtures import word_tokenizer
+
+    tokenizer = word_tokenizer(["the", "cat", "sat", "on", "mat"])
+    kbert.GPTDecoder(kbert.GPTConfig.preset(
+        "tiny", vocab_size=tokenizer.vocab_size, end_token_id=tokenizer.end_token_id)
+    ).save_pretrained(tmp_path / "gpt", tokenizer=tokenizer)
+    return str(tmp_path / "gpt")
+
+
+def test_squad_and_ner_refuse_a_family_that_cannot_do_them(tmp_path, capsys, gpt_folder):
+    """GPT's byte-level BPE gives no character offsets (SQuAD) nor word alignment (NER):
+    one error line naming the family, exit 2, no output folder (before: a traceback
+    and an output folder holding only kbert_run.json)."""
+    from kbert.tasks.ner import __main__ as ner_cli
+
+    out = tmp_path / "out"
+    line = _fails(squad_cli.main, ["--init_from", gpt_folder, "--output_dir", str(out)],
+                  capsys, 2)
+    assert line == (f"error: --init_from {gpt_folder} holds a gpt model: kbert runs squad on "
+                    "models whose tokenizer gives character offsets (BERT's WordPiece); gpt "
+                    "runs glue, pretrain")
+    assert not out.exists()
+    conll = tmp_path / "eng.train"
+    conll.write_text("-DOCSTART- -X- -X- O\n\nthe DT O O\ncat NN O B-PER\n")
+    line = _fails(ner_cli.main, ["--init_from", gpt_folder, "--train_file", str(conll),
+                                 "--output_dir", str(out)], capsys, 2)
+    assert line.startswith(f"error: --init_from {gpt_folder} holds a gpt model: kbert runs "
+                           "ner on models whose tokenizer gives words aligned")
+    assert not out.exists()
+    # --model gpt is not offered for SQuAD.
+    line = _fails(squad_cli.main, ["--model", "gpt", "--output_dir", str(out)], capsys, 2)
+    assert "invalid choice: 'gpt'" in line
 
 
 def test_sequence_length_is_checked_against_the_model(tmp_path, capsys, tiny_folder):

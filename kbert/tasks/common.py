@@ -228,9 +228,28 @@ def check_model_flag(args) -> None:
                                   "ELMoLanguageModel.save_pretrained wrote)"))
 
 
-def check_training_flags(args, specials: int = 2, model_flag: bool = True) -> None:
+def check_task_support(args, task: str) -> None:
+    """The family of --init_from (or --model) can run `task` (its tokenizer lists it in
+    `Tokenizer.tasks`), else one UsageError line naming the family."""
+    family = registry.get_family(model_family(args))
+    tasks = family.tokenizer_class.tasks
+    if task not in tasks:
+        source = (f"--init_from {args.init_from} holds a {family.name} model"
+                  if getattr(args, "init_from", None) else f"--model {family.name}")
+        raise UsageError(f"{source}: kbert runs {task} on models whose tokenizer gives "
+                         f"{TASK_NEEDS.get(task, 'what the task needs')}; "
+                         f"{family.name} runs {', '.join(sorted(tasks))}")
+
+
+TASK_NEEDS = {"squad": "character offsets (BERT's WordPiece)",
+              "ner": "words aligned with its tokens (BERT's WordPiece, ELMo's characters)"}
+
+
+def check_training_flags(args, specials: int = 2, model_flag: bool = True,
+                         task: str | None = None) -> None:
     """Batch sizes, epochs and the sequence length, before any work or file; with
-    `model_flag`, --model against --init_from (`check_model_flag`)."""
+    `model_flag`, --model against --init_from (`check_model_flag`); with `task`, that
+    the family runs it (`check_task_support`)."""
     for flag in ("train_batch_size", "predict_batch_size"):
         if getattr(args, flag, 1) < 1:
             raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
@@ -248,6 +267,8 @@ def check_training_flags(args, specials: int = 2, model_flag: bool = True) -> No
         raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")
     if model_flag:
         check_model_flag(args)
+    if task is not None:
+        check_task_support(args, task)
     seq = getattr(args, "max_seq_length", None)
     if seq is not None:
         if seq < specials + 1:

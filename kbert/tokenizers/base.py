@@ -21,7 +21,13 @@ class Tokenizer(tf.Module):
     Subclasses implement `tokenize`, `detokenize`, `__call__` (tokenize and pack into
     the model's inputs), `vocab_size`, `assets` and `config`; `tokenize_with_offsets`
     where the model's tasks need character spans.
+
+    `tasks`: the task commands a model with this tokenizer can run (SQuAD needs
+    character offsets; NER needs words aligned with tokens); a command refuses a folder
+    whose tokenizer does not list its task, with one line, before any work.
     """
+
+    tasks: frozenset = frozenset({"glue"})
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """int RaggedTensor [batch_size, (tokens)] of ids, no special tokens."""

@@ -46,6 +46,8 @@ def load_vocab(path: str | os.PathLike) -> list[str]:
 
 
 class BertTokenizer(Tokenizer):
+    tasks = frozenset({"glue", "squad", "ner", "pretrain"})
+
     """WordPiece tokenizer with BERT's normalization, in TF graph ops.
 
     Works eagerly, inside `tf.data.Dataset.map` and inside exported SavedModels.

@@ -35,6 +35,8 @@ def mark_word(mark: int, length: int) -> list[int]:
 
 
 class ELMoCharTokenizer(Tokenizer):
+    tasks = frozenset({"glue", "ner", "pretrain"})
+
     """Texts (or lists of words) -> bilm-tf's character ids (see the module docstring).
 
     Args:

@@ -177,6 +177,8 @@ def read_pair_format(path: str, config: dict | None = None) -> dict:
 
 
 class GPTTokenizer(TaskTokens, Tokenizer):
+    tasks = frozenset({"glue", "pretrain"})
+
     """GPT-2's byte-level BPE, in-graph (see the module docstring).
 
     Args:

@@ -26,6 +26,8 @@ WORD_END = "</w>"
 
 
 class GPT1Tokenizer(TaskTokens, Tokenizer):
+    tasks = frozenset({"glue", "pretrain"})
+
     """GPT-1's BPE (see the module docstring).
 
     Args:

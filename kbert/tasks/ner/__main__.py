@@ -55,7 +55,8 @@ def main(argv=None) -> int:
     from kbert.tasks.ner.run import run
 
     def validate(args):
-        check_training_flags(args, specials=0 if model_family(args) == "elmo" else 2)
+        check_training_flags(args, specials=0 if model_family(args) == "elmo" else 2,
+                             task="ner")
         check_export_dir(args.export_dir, args.overwrite)
         if model_family(args) == "elmo":
             if args.mode == "finetune":

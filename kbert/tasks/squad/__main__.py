@@ -64,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--init_checkpoint", help="Google's checkpoint prefix "
                                               "(.../bert_model.ckpt)")
     add_model_flags(p, demo="2 layers, 128 wide, for the bundled sample", vocab_size=800,
-                    position_init="sinusoidal")
+                    position_init="sinusoidal", models=("bert",))
     feats = p.add_argument_group("features and post-processing (run_squad.py defaults)")
     train = p.add_argument_group("training")
     for flag, real in REAL_DEFAULTS.items():  # defaults differ for the bundled sample
@@ -151,7 +151,7 @@ def _prepare(args) -> None:
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    check_training_flags(args, specials=3)
+    check_training_flags(args, specials=3, task="squad")
     if args.max_query_length < 1:
         raise UsageError(f"--max_query_length {args.max_query_length}: must be at least 1")
     if args.doc_stride < 1:
