@@ -70,3 +70,15 @@ def write_tf1_checkpoint(values: dict, prefix) -> None:
         with tf.compat.v1.Session() as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
             saver.save(sess, str(prefix), write_meta_graph=False)
+
+
+def assert_same_served_variables(run_export, folder_export):
+    """A task run's --export_dir holds what `python -m kbert.export` of its saved folder
+    holds: the same variable shapes, sizes within 1%, no optimizer state."""
+    from kbert.export.check import saved_variables, variables_size
+
+    ran, exported = saved_variables(str(run_export)), saved_variables(str(folder_export))
+    assert not [k for k in ran if "optimizer" in k.lower()], sorted(ran)[:5]
+    assert sorted(map(tuple, ran.values())) == sorted(map(tuple, exported.values()))
+    a, b = variables_size(str(run_export)), variables_size(str(folder_export))
+    assert abs(a - b) <= 0.01 * b, (a, b)

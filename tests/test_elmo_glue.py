@@ -97,6 +97,27 @@ def test_single_sentence_task_runs_and_predicts(bilm_folder, tmp_path):
     rows = (out / "SST-2.tsv").read_text().splitlines()
     assert rows[0] == "index\tprediction" and len(rows) == 8
     assert set(json.loads((out / "eval_results.json").read_text())) == {"accuracy"}
+    # The task folder loads in a process that imported nothing of the ELMo heads (it
+    # failed with "Could not locate class 'MaskedPooling'"), and the export command
+    # refuses it with one line (exit 2) instead of a Keras traceback.
+    import subprocess
+    import sys
+
+    load = ("import sys; from kbert.export.folder import load_task_folder; "
+            "task, model, tok, _ = load_task_folder(sys.argv[1]); "
+            "print(task, type(tok).__name__, model.count_params() > 0)")
+    proc = subprocess.run([sys.executable, "-c", load, str(out)], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.stdout.split() == ["classifier", "ELMoCharTokenizer", "True"], proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir", str(out),
+                           "--task", "classifier", "--export_dir",
+                           str(tmp_path / "serving" / "1")], capture_output=True, text=True,
+                          timeout=300)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and lines[-1].startswith(
+        f"error: --model_dir {out}: the elmo model of this classifier folder cannot be "
+        "exported as --task classifier; elmo models export elmo"), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and not (tmp_path / "serving").exists()
 
 
 def test_elmo_refuses_export(bilm_folder, tmp_path, capsys):

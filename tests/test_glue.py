@@ -199,6 +199,13 @@ def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
                          "text_b": ["gold red blue", "pink white gray"]}])["results"][0]
     assert result["label"]["value"] == ["1", "0"]
     assert result["probabilities"]["shape"] == [2, 2]
+    # The run's export equals one of its saved folder: no optimizer slots.
+    from tests.conftest import assert_same_served_variables
+    from kbert.export.folder import export_from_folder
+
+    export_from_folder(str(out), "classifier", str(tmp_path / "serving" / "para" / "2"))
+    assert_same_served_variables(tmp_path / "serving" / "para" / "1",
+                                 tmp_path / "serving" / "para" / "2")
 
 
 @pytest.mark.e2e

@@ -284,6 +284,11 @@ def test_export_cli_on_the_ner_run_folder(finetuned, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "output entity_text: string [None, None]" in proc.stdout
     assert "OK: 6 warmup requests answered" in proc.stdout
+    # The run's own --export_dir (written in the training process): the same variables,
+    # no optimizer slots (it carried Adam's before).
+    from tests.conftest import assert_same_served_variables
+
+    assert_same_served_variables(finetuned / "serving" / "ner" / "1", tmp_path / "ner" / "2")
 
 
 def test_tfds_offline_is_a_clear_error(tmp_path, monkeypatch):

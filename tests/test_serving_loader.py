@@ -27,7 +27,7 @@ from kbert.export.check import (C_LOADER, ServingLoaderError, _python_fresh, com
                                 run_c_loader, run_fresh)
 from kbert.tasks.glue import build_classifier
 
-from conftest import TINY_VOCAB
+from tests.conftest import TINY_VOCAB
 
 pytestmark = pytest.mark.subprocess
 

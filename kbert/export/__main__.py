@@ -84,9 +84,9 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["check"]:
         return _check_main(argv[1:])
-    from kbert.cli import add_cli_flags, check_export_dir, run_command
+    from kbert.cli import UsageError, add_cli_flags, check_export_dir, run_command
     from kbert.export.check import check
-    from kbert.export.folder import export_from_folder
+    from kbert.export.folder import check_exportable, export_from_folder
 
     parser = _parser()
     add_cli_flags(parser, training=False)
@@ -103,8 +103,16 @@ def main(argv=None) -> int:
                                   seq_length=args.seq_length, generation=generation)
         return path, args
 
-    path, args = run_command(parser, argv, export,
-                             lambda args: check_export_dir(args.export_dir, args.overwrite))
+    def validate(args):
+        if not os.path.isdir(args.model_dir):
+            raise UsageError(f"--model_dir {args.model_dir}: no such folder")
+        try:
+            check_exportable(args.model_dir, args.task)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
+        check_export_dir(args.export_dir, args.overwrite)
+
+    path, args = run_command(parser, argv, export, validate)
     print(f"exported {args.task} SavedModel to {path}")
     if args.no_check:
         return 0

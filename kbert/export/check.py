@@ -179,6 +179,19 @@ def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600) -> di
             "modules": report["modules"]}
 
 
+def saved_variables(export_dir: str) -> dict[str, list[int]]:
+    """Checkpoint key -> shape of an export's `variables/` (what the server restores)."""
+    import tensorflow as tf
+
+    return dict(tf.train.list_variables(os.path.join(export_dir, "variables", "variables")))
+
+
+def variables_size(export_dir: str) -> int:
+    """Bytes of an export's `variables/` folder."""
+    folder = os.path.join(export_dir, "variables")
+    return sum(os.path.getsize(os.path.join(folder, name)) for name in os.listdir(folder))
+
+
 def signatures(export_dir: str) -> dict:
     """Signature name -> {"inputs": {name: (dtype, shape)}, "outputs": {...}}."""
     from kbert import internals

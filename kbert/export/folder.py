@@ -59,7 +59,8 @@ def load_task_folder(path: str):
 
     from kbert.models import registry
 
-    for module in ("kbert.tasks.squad", "kbert.tasks.glue", "kbert.tasks.ner"):
+    for module in ("kbert.tasks.squad", "kbert.tasks.glue", "kbert.tasks.ner",
+                   "kbert.tasks.glue.elmo", "kbert.tasks.ner.elmo"):
         try:  # registers the task heads for deserialization
             importlib.import_module(module)
         except ModuleNotFoundError:
@@ -82,6 +83,29 @@ def load_task_folder(path: str):
         link_auxiliary_losses(model)
     tokenizer = family.tokenizer_class.from_pretrained(path)
     return info["task"], model, tokenizer, dict(info["settings"])
+
+
+def check_exportable(model_dir: str, task: str) -> None:
+    """A task folder's model can be exported as `task` (its tokenizer lists it in
+    `Tokenizer.exports`), read from `kbert_task.json` without loading the model; else
+    ValueError in one line. Model folders (no task file) are checked by the exporters."""
+    from kbert.models import registry
+
+    task_file = os.path.join(model_dir, TASK_FILE)
+    if not os.path.exists(task_file):
+        return
+    info = read_json(task_file)
+    saved = info.get("task")
+    if task not in ("embeddings", saved) and task not in MODEL_TASKS:
+        raise ValueError(f"{model_dir}: a {saved!r} model cannot be exported as --task {task} "
+                         f"(use --task {saved} or embeddings)")
+    family = registry.get_family(info.get("family", "bert"))
+    exports = family.tokenizer_class.exports
+    if task not in exports:
+        raise ValueError(f"--model_dir {model_dir}: the {family.name} model of this {saved} "
+                         f"folder cannot be exported as --task {task}; {family.name} models export "
+                         f"{', '.join(sorted(exports))} (the classifier and ner signatures "
+                         "pack subword pieces in the graph; ELMo's heads read characters)")
 
 
 def export_from_folder(model_dir: str, task: str, export_dir: str, *,
@@ -138,6 +162,7 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
         return saved_model.export_embeddings(encoder, tokenizer, export_dir,
                                              seq_length=seq_length or 128,
                                              serving_version=version)
+    check_exportable(model_dir, task)
     saved_task, model, tokenizer, settings = load_task_folder(model_dir)
     if task == "embeddings":
         from kbert.models.interface import find_encoder

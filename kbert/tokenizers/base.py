@@ -25,9 +25,12 @@ class Tokenizer(tf.Module):
     `tasks`: the task commands a model with this tokenizer can run (SQuAD needs
     character offsets; NER needs words aligned with tokens); a command refuses a folder
     whose tokenizer does not list its task, with one line, before any work.
+    `exports`: the SavedModel signatures (`python -m kbert.export --task`) whose in-graph
+    input preparation works with this tokenizer.
     """
 
     tasks: frozenset = frozenset({"glue"})
+    exports: frozenset = frozenset({"classifier", "embeddings"})
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """int RaggedTensor [batch_size, (tokens)] of ids, no special tokens."""

@@ -47,6 +47,7 @@ def load_vocab(path: str | os.PathLike) -> list[str]:
 
 class BertTokenizer(Tokenizer):
     tasks = frozenset({"glue", "squad", "ner", "pretrain"})
+    exports = frozenset({"classifier", "embeddings", "squad", "ner", "fill_mask"})
 
     """WordPiece tokenizer with BERT's normalization, in TF graph ops.
 

@@ -36,6 +36,9 @@ def mark_word(mark: int, length: int) -> list[int]:
 
 class ELMoCharTokenizer(Tokenizer):
     tasks = frozenset({"glue", "ner", "pretrain"})
+    # The classifier and ner signatures pack subword pieces in the graph; ELMo's task
+    # heads read each word's characters (and pairs as two inputs): not exported yet.
+    exports = frozenset({"elmo"})
 
     """Texts (or lists of words) -> bilm-tf's character ids (see the module docstring).
 

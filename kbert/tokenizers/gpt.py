@@ -178,6 +178,7 @@ def read_pair_format(path: str, config: dict | None = None) -> dict:
 
 class GPTTokenizer(TaskTokens, Tokenizer):
     tasks = frozenset({"glue", "pretrain"})
+    exports = frozenset({"classifier", "embeddings", "generate"})
 
     """GPT-2's byte-level BPE, in-graph (see the module docstring).
 
