@@ -17,7 +17,13 @@ Decoding:
         least p (nucleus sampling, Holtzman et al., 2020); the token that crosses p is
         kept, and so is always the most likely one.
     temperature divides the logits before top_k / top_p sampling (not greedy).
-Sampling is stateless: the same seed gives the same text, whatever ran before.
+Sampling is stateless: the same seed gives the same text, whatever ran before, with XLA
+(`generate`'s default) and without it (`jit_compile=False`, the generate SavedModel): the
+uniform numbers come from integer hashing of the seed, the step and the row (`uniform`),
+which XLA and TensorFlow's kernels compute alike (TensorFlow's stateless random ops do
+not). The token drawn is the first whose cumulative probability exceeds the number; the
+two paths round the logits differently in the last bits, so a draw that falls within
+that rounding of a boundary (about one in a million) can still differ.
 A row that produced the end token produces it again until every row has (the loop then
 stops), and the end token is not part of the returned text.
 """
@@ -51,6 +57,41 @@ def check_settings(sampler: str, temperature: float, top_k, top_p) -> None:
         raise ValueError(f"sampler='top_p' needs 0 < top_p <= 1 (got {top_p})")
 
 
+def _shift(x, n: int):
+    """Logical right shift of int32 bits (TensorFlow's is arithmetic for signed ints)."""
+    return tf.bitwise.bitwise_and(tf.bitwise.right_shift(x, n), (1 << (32 - n)) - 1)
+
+
+def _mix(x):
+    """MurmurHash3's 32-bit finalizer on int32 bits (multiplication wraps)."""
+    x = tf.bitwise.bitwise_xor(x, _shift(x, 16)) * tf.constant(-2048144789, tf.int32)
+    x = tf.bitwise.bitwise_xor(x, _shift(x, 13)) * tf.constant(-1028477387, tf.int32)
+    return tf.bitwise.bitwise_xor(x, _shift(x, 16))
+
+
+def uniform(seed, batch):
+    """float32 [batch] in (0, 1) from an int32 [2] seed and the row index, by integer
+    hashing. TensorFlow's stateless random ops draw other numbers under XLA than
+    without it; int32 arithmetic is the same on both, so a seed gives the same draws
+    in `generate` (XLA) and in the plain graph of `generate_ids(jit_compile=False)` and
+    of the generate SavedModel."""
+    rows = tf.range(batch, dtype=tf.int32)
+    x = _mix(tf.bitwise.bitwise_xor(seed[1], _mix(tf.bitwise.bitwise_xor(
+        seed[0], _mix(rows + tf.constant(0x632BE5AB, tf.int32))))))
+    return (tf.cast(_shift(x, 8), tf.float32) + 0.5) * (1.0 / (1 << 24))
+
+
+def _categorical(logits, seed):
+    """One draw per row of softmax(logits) [B, n] whose columns are sorted best first,
+    by the inverse CDF of `uniform` (-inf columns, at the end, are never drawn)."""
+    probs = tf.nn.softmax(logits, axis=-1)
+    cdf = tf.cumsum(probs, axis=-1)
+    u = uniform(seed, tf.shape(logits)[0]) * cdf[:, -1]
+    pick = tf.reduce_sum(tf.cast(cdf <= u[:, None], tf.int32), axis=-1)
+    last = tf.reduce_sum(tf.cast(probs > 0, tf.int32), axis=-1) - 1
+    return tf.maximum(tf.minimum(pick, last), 0)
+
+
 def choose(logits, sampler: str, temperature: float, top_k, top_p, seed):
     """float32 logits [B, V] -> int32 token ids [B]. `seed` is an int32 [2] Tensor."""
     if sampler == "greedy":
@@ -59,8 +100,7 @@ def choose(logits, sampler: str, temperature: float, top_k, top_p, seed):
     if sampler == "top_k":
         k = min(int(top_k), logits.shape[-1]) if logits.shape[-1] else int(top_k)
         values, indices = tf.math.top_k(logits, k=k)  # (B, k), best first
-        pick = tf.random.stateless_categorical(values, 1, seed=seed, dtype=tf.int32)[:, 0]
-        return tf.gather(indices, pick, batch_dims=1)
+        return tf.gather(indices, _categorical(values, seed), batch_dims=1)
     # top_p: sort, keep the prefix whose mass before each token is below p.
     order = tf.argsort(logits, axis=-1, direction="DESCENDING", stable=True)
     sorted_logits = tf.gather(logits, order, batch_dims=1)
@@ -69,8 +109,7 @@ def choose(logits, sampler: str, temperature: float, top_k, top_p, seed):
     keep = before < top_p
     keep = tf.concat([tf.ones_like(keep[:, :1]), keep[:, 1:]], axis=-1)  # the best always
     sorted_logits = tf.where(keep, sorted_logits, tf.constant(-np.inf, logits.dtype))
-    pick = tf.random.stateless_categorical(sorted_logits, 1, seed=seed, dtype=tf.int32)[:, 0]
-    return tf.gather(order, pick, batch_dims=1)
+    return tf.gather(order, _categorical(sorted_logits, seed), batch_dims=1)
 
 
 def left_pad(token_ids, padding_mask, pad_id: int = 0):
