@@ -58,11 +58,17 @@ def add_cli_flags(parser: argparse.ArgumentParser, training: bool = True) -> Non
 def check_rerun(args, flags: dict) -> None:
     """Records the run's flags in --output_dir, or compares them with a run already
     there: the same flags resume it; other flags are an error naming them, unless
-    --overwrite_output_dir, which starts over (its checkpoints are removed)."""
+    --overwrite_output_dir, which starts over (its checkpoints are removed).
+
+    The flags are compared as given; the record also keeps each left-out flag's value
+    in effect (a default that depends on other flags), which the message names instead
+    of "None"."""
     output_dir = getattr(args, "output_dir", None)
     if not output_dir or getattr(args, "do_train", True) is False:
         return  # no training: nothing is resumed
     settings = {k: v for k, v in flags.items() if k not in NOT_SETTINGS}
+    in_effect = {k: _json_value(getattr(args, k, None)) for k, v in settings.items()
+                 if v is None}
     path = os.path.join(output_dir, RUN_FILE)
     # Only a run that got as far as a checkpoint is resumed (a run that failed on its
     # data before training is simply run again with the corrected flags).
@@ -70,10 +76,19 @@ def check_rerun(args, flags: dict) -> None:
     if os.path.exists(path) and started:
         with open(path, encoding="utf-8") as f:
             before = json.load(f)
+        before_in_effect = before.pop(IN_EFFECT, {})
+
+        def shown(value, key, defaults):
+            if value is None:
+                return f"{defaults.get(key)} by default" if defaults.get(key) is not None \
+                    else "not given"
+            return value
+
         differ = sorted(k for k in set(before) | set(settings)
                         if before.get(k) != settings.get(k))
         if differ and not getattr(args, "overwrite_output_dir", False):
-            changes = ", ".join(f"--{k} {settings.get(k)} (was {before.get(k)})"
+            changes = ", ".join(f"--{k} {shown(settings.get(k), k, in_effect)} (was "
+                                f"{shown(before.get(k), k, before_in_effect)})"
                                 for k in differ)
             raise UsageError(f"--output_dir {output_dir} holds a run started with other "
                              f"flags: {changes}. Give the same flags to resume it, another "
@@ -81,7 +96,18 @@ def check_rerun(args, flags: dict) -> None:
     if getattr(args, "overwrite_output_dir", False):
         shutil.rmtree(os.path.join(output_dir, "checkpoints"), ignore_errors=True)
     with atomic_file(path) as f:
-        json.dump(settings, f, indent=2, sort_keys=True)
+        json.dump({**settings, IN_EFFECT: in_effect}, f, indent=2, sort_keys=True)
+
+
+IN_EFFECT = "__in_effect__"  # RUN_FILE's record of the defaults a run used
+
+
+def _json_value(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    return str(value)
 
 
 def check_export_dir(export_dir: str | None, overwrite: bool, flag: str = "--export_dir"

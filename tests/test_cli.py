@@ -103,6 +103,24 @@ def test_squad_and_ner_refuse_a_family_that_cannot_do_them(tmp_path, capsys, gpt
     assert "invalid choice: 'gpt'" in line
 
 
+def test_a_folder_of_another_family_is_named_by_the_loaders(tmp_path, gpt_folder,
+                                                           tiny_folder):
+    """BertEncoder.from_pretrained(<a GPT folder>) listed 'Unknown BertConfig field(s)'."""
+    with pytest.raises(ValueError, match=r"holds a gpt model, not a bert one; load it with "
+                                         r"GPTDecoder.from_pretrained$"):
+        kbert.BertEncoder.from_pretrained(gpt_folder)
+    with pytest.raises(ValueError, match=r"holds a bert model, not a gpt one; load it with "
+                                         r"BertEncoder.from_pretrained$"):
+        kbert.GPTLanguageModel.from_pretrained(tiny_folder)
+    with pytest.raises(ValueError, match=r"holds a bert model, not an elmo one"):
+        kbert.ELMo.from_pretrained(tiny_folder)
+
+
+def test_lm_generate_with_no_prompts_returns_none(gpt_folder):
+    lm = kbert.GPTLanguageModel.from_pretrained(gpt_folder)
+    assert lm.generate([]) == [] and lm.generate([], max_new_tokens=3) == []
+
+
 def test_sequence_length_is_checked_against_the_model(tmp_path, capsys, tiny_folder):
     out = tmp_path / "out"
     line = _fails(squad_cli.main, ["--init_from", tiny_folder, "--max_seq_length", "600",

@@ -70,6 +70,14 @@ def test_few_steps_warm_up_by_proportion_and_a_rerun_keeps_the_results(tmp_path,
     assert (out / "train_results.json").read_text() == first
     printed = capsys.readouterr().out
     assert "pretrain bert: {}" not in printed and "masked_lm_loss" in printed
+    # Another learning rate: refused, naming the default the run used (it said 'None').
+    with pytest.raises(SystemExit) as err:
+        cli.main(flags + ["--learning_rate", "0.01"])
+    assert err.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: --output_dir {out} holds a run started with other flags: --learning_rate "
+        "0.01 (was 0.001 by default). Give the same flags to resume it, another "
+        "--output_dir, or --overwrite_output_dir to start over")
 
 
 @pytest.mark.e2e

@@ -66,6 +66,20 @@ def get_family(name: str) -> Family:
     raise ValueError(f"unknown model family {name!r}; known: {', '.join(families())}")
 
 
+def expect_family(path: str | os.PathLike, name: str) -> None:
+    """Raises one ValueError line when `path` holds a model of another registered family
+    than `name` (loading it as this one failed with a list of unknown config fields).
+    A folder no family recognizes is left to the loader's own checks."""
+    try:
+        family = family_of_folder(path)
+    except (FileNotFoundError, ValueError):
+        return
+    if family.name != name and name not in family.aliases:
+        article = "an" if name[0] in "aeiou" else "a"
+        raise ValueError(f"{os.fspath(path)}: holds a {family.name} model, not {article} "
+                         f"{name} one; load it with {family.encoder_class.__name__}.from_pretrained")
+
+
 def family_of_folder(path: str | os.PathLike) -> Family:
     """The family of a saved folder: its `config.json`'s `kbert_model`, else the first
     family that recognizes the folder."""

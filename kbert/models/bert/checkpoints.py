@@ -121,7 +121,10 @@ def detect_format(folder: str) -> str:
 
 def read_checkpoint(folder) -> tuple[BertConfig, dict, dict, str, str]:
     """Returns (config, tensors by name, stored names, format, source file)."""
+    from kbert.models import registry
+
     folder = os.fspath(folder)
+    registry.expect_family(folder, "bert")
     fmt = detect_format(folder)
     if fmt == "google":
         config = BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))

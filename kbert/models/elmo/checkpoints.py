@@ -38,6 +38,9 @@ def load(cls, folder: str, stateful: bool = False, **kwargs):
         raise FileNotFoundError(f"{folder}: not a folder")
     options = os.path.join(folder, OPTIONS)
     if not os.path.exists(options):
+        from kbert.models import registry
+
+        registry.expect_family(folder, "elmo")
         raise FileNotFoundError(f"{folder}: no {OPTIONS} (bilm-tf / AllenNLP options)")
     config = ELMoConfig.from_json_file(options)
     model = cls(config, stateful=stateful, **kwargs)

@@ -127,7 +127,10 @@ def detect_format(folder: str) -> str:
 
 def read_checkpoint(folder) -> tuple[GPTConfig, dict, dict, str, str]:
     """(config, tensors by normalized name, names as stored, format, source file)."""
+    from kbert.models import registry
+
     folder = os.fspath(folder)
+    registry.expect_family(folder, "gpt")
     fmt = detect_format(folder)
     if fmt == "openai":
         config = GPTConfig.from_json_file(os.path.join(folder, OPENAI_HPARAMS))

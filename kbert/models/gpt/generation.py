@@ -290,6 +290,8 @@ def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=
                          "GPTLanguageModel.from_pretrained on a folder with one, or set "
                          "model.tokenizer = GPTTokenizer(...)")
     single = isinstance(prompts, str)
+    if not single and not list(prompts):
+        return []
     texts = tf.constant([prompts] if single else list(prompts))
     rows = tokenizer.tokenize(texts).to_list()
     end = lm.config.end_token_id

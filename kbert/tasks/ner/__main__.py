@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 
@@ -68,6 +69,10 @@ def main(argv=None) -> int:
             args.mode, args.layers = "feature", args.layers or "scalar_mix"
         if args.lstm_units < 1:
             raise UsageError(f"--lstm_units {args.lstm_units}: must be at least 1")
+        for flag in ("train_file", "dev_file", "test_file"):
+            path = getattr(args, flag)
+            if path and not os.path.isfile(path):
+                raise UsageError(f"--{flag} {path}: no such file")
         args.mode, args.layers = args.mode or "finetune", args.layers or "concat_last4"
 
     parser = _parser()

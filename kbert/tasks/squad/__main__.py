@@ -152,6 +152,10 @@ def _prepare(args) -> None:
         if getattr(args, key) is None:
             setattr(args, key, value)
     check_training_flags(args, specials=3, task="squad")
+    for flag, needed in (("train_file", args.do_train), ("predict_file", args.do_predict)):
+        path = getattr(args, flag)
+        if needed and path and not os.path.isfile(path):
+            raise UsageError(f"--{flag} {path}: no such file")
     if args.max_query_length < 1:
         raise UsageError(f"--max_query_length {args.max_query_length}: must be at least 1")
     if args.doc_stride < 1:

@@ -103,24 +103,29 @@ def convert_examples(examples: list[SquadExample], tokenizer, max_seq_length: in
     """Examples -> windows, with answer labels when `is_training`.
 
     Questions longer than `max_query_length` tokens are cut, with a warning naming
-    the question id. Raises ValueError (naming it) when `max_seq_length` leaves no
-    room for context tokens.
+    the question id; so is a question that would leave no room for context (cut to
+    `max_seq_length - 4` tokens, as the squad SavedModel does) instead of stopping the
+    run. Raises ValueError when `max_seq_length` < 5 (no question and context fit).
     """
+    if max_seq_length < 5:
+        raise ValueError(f"max_seq_length={max_seq_length} leaves no room for a question "
+                         "and context")
     contexts = _tokenize_contexts(tokenizer, [e.context for e in examples])
     questions = tokenizer.tokenize(tf.constant([e.question for e in examples])).to_list()
     cls_id, sep_id, pad_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
     features, truncated = [], 0
     for index, (example, q_ids) in enumerate(zip(examples, questions)):
-        if len(q_ids) > max_query_length:
+        limit = min(max_query_length, max_seq_length - 4)
+        if len(q_ids) > limit:
             truncated += 1
-            logger.warning("question id %s: question has %d tokens, cut to "
-                           "max_query_length=%d", example.qid, len(q_ids), max_query_length)
-            q_ids = q_ids[:max_query_length]
+            logger.warning("question id %s: question has %d tokens, cut to %s", example.qid,
+                           len(q_ids), f"max_query_length={max_query_length}"
+                           if limit == max_query_length else
+                           f"{limit} (max_seq_length={max_seq_length} less [CLS], two [SEP] "
+                           "and one context token)")
+            q_ids = q_ids[:limit]
         ids, starts, ends = contexts[example.context]
         window = max_seq_length - len(q_ids) - 3
-        if window <= 0:
-            raise ValueError(f"question id {example.qid}: max_seq_length={max_seq_length} "
-                             f"leaves no room for context after {len(q_ids)} question tokens")
         if len(ids) == 0:
             logger.warning("question id %s: context has no tokens; skipped", example.qid)
             continue
@@ -155,8 +160,8 @@ def convert_examples(examples: list[SquadExample], tokenizer, max_seq_length: in
                 feature.end_position = answer[1] - start + offset
             features.append(feature)
     if truncated:
-        logger.warning("%d of %d questions were cut to max_query_length=%d tokens",
-                       truncated, len(examples), max_query_length)
+        logger.warning("%d of %d questions were cut to max_query_length=%d tokens (or to "
+                       "max_seq_length - 4)", truncated, len(examples), max_query_length)
     return features
 
 

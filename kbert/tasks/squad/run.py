@@ -50,10 +50,15 @@ def load_data(args):
         train, dev, dev_json = [], [], None
         if args.do_train:
             train = read_squad(args.train_file)
+            if not train:
+                raise ValueError(f"--train_file {args.train_file}: no questions to train on")
             check_version(args.train_file, train, args.version_2_with_negative)
         if args.do_predict:
             dev_json = load_json(args.predict_file)
             dev = read_squad(dev_json, source=args.predict_file)
+            if not dev:
+                raise ValueError(f"--predict_file {args.predict_file}: no questions to "
+                                 "predict")
             check_version(args.predict_file, dev, args.version_2_with_negative)
         return train, dev, dev_json
     data = make_sample(args.sample_paragraphs, args.seed, args.version_2_with_negative)
