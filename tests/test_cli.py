@@ -121,6 +121,25 @@ def test_lm_generate_with_no_prompts_returns_none(gpt_folder):
     assert lm.generate([]) == [] and lm.generate([], max_new_tokens=3) == []
 
 
+def test_missing_and_empty_data_files_are_named(tmp_path, capsys):
+    from kbert.tasks.ner import __main__ as ner_cli
+
+    out = tmp_path / "out"
+    line = _fails(squad_cli.main, ["--train_file", str(tmp_path / "nope.json"),
+                                   "--predict_file", str(tmp_path / "nope.json"),
+                                   "--output_dir", str(out)], capsys, 2)
+    assert line == f"error: --train_file {tmp_path / 'nope.json'}: no such file"
+    line = _fails(ner_cli.main, ["--train_file", str(tmp_path / "eng.train"),
+                                 "--output_dir", str(out)], capsys, 2)
+    assert line == f"error: --train_file {tmp_path / 'eng.train'}: no such file"
+    empty = tmp_path / "empty.json"
+    empty.write_text('{"version": "1.1", "data": []}')
+    line = _fails(squad_cli.main, ["--train_file", str(empty), "--predict_file", str(empty),
+                                   "--output_dir", str(out)], capsys, 1)
+    assert line == f"error: --train_file {empty}: no questions to train on"
+    assert not out.exists()
+
+
 def test_sequence_length_is_checked_against_the_model(tmp_path, capsys, tiny_folder):
     out = tmp_path / "out"
     line = _fails(squad_cli.main, ["--init_from", tiny_folder, "--max_seq_length", "600",
