@@ -1,19 +1,19 @@
 """kbert: ELMo, GPT and BERT as Keras 3 layers and models, trained, fine-tuned and
-served with TensorFlow."""
+served with TensorFlow.
+
+The names below are imported on first use (`kbert._lazy`), so that a command's
+`--help` does not wait for TensorFlow."""
 
 __version__ = "0.1.0"
 
-from kbert import _startup  # noqa: E402
+from kbert._lazy import lazy_package  # noqa: E402
 
-if _startup.run_as_command():
-    _startup.quiet_import_tensorflow()
-
-from kbert.models.bert import BertConfig, BertEncoder, BertPretrainer  # noqa: E402
-from kbert.models.elmo import ELMo, ELMoConfig  # noqa: E402
-from kbert.models.gpt import GPTConfig, GPTDecoder, GPTLanguageModel  # noqa: E402
-from kbert.tokenizers import BertTokenizer, GPTTokenizer, build_vocab  # noqa: E402
-from kbert.tokenizers.elmo import ELMoCharTokenizer  # noqa: E402
-
-__all__ = ["BertConfig", "BertEncoder", "BertPretrainer", "BertTokenizer", "ELMo", "ELMoCharTokenizer",
-           "ELMoConfig", "GPTConfig", "GPTDecoder", "GPTLanguageModel", "GPTTokenizer",
-           "build_vocab"]
+_EXPORTS = {
+    "BertConfig": "kbert.models.bert", "BertEncoder": "kbert.models.bert",
+    "BertPretrainer": "kbert.models.bert", "ELMo": "kbert.models.elmo",
+    "ELMoConfig": "kbert.models.elmo", "GPTConfig": "kbert.models.gpt",
+    "GPTDecoder": "kbert.models.gpt", "GPTLanguageModel": "kbert.models.gpt",
+    "BertTokenizer": "kbert.tokenizers", "GPTTokenizer": "kbert.tokenizers",
+    "build_vocab": "kbert.tokenizers", "ELMoCharTokenizer": "kbert.tokenizers.elmo",
+}
+lazy_package(__name__, _EXPORTS)

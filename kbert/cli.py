@@ -33,6 +33,18 @@ def parse_bool(text) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default once: not when it is None (a default that depends on other
+    flags, which the help text says) or when the help text already names it."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if (action.default is None or "default" in text or action.nargs == 0
+                or action.default is argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
 class UsageError(ValueError):
     """A flag value that cannot work: reported as `error: ...`, exit status 2."""
 
@@ -43,11 +55,13 @@ DATA_ERRORS = (ValueError, FileNotFoundError, NotADirectoryError, IsADirectoryEr
                PermissionError)
 
 
-def add_cli_flags(parser: argparse.ArgumentParser, training: bool = True) -> None:
+def add_cli_flags(parser: argparse.ArgumentParser, training: bool = True,
+                  export: bool = True) -> None:
     parser.add_argument("--verbose", action="store_true",
                         help="show tracebacks and TensorFlow's own log lines")
-    parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing --export_dir version folder")
+    if export:
+        parser.add_argument("--overwrite", action="store_true",
+                            help="replace an existing --export_dir version folder")
     if training:
         parser.add_argument("--overwrite_output_dir", action="store_true",
                             help="start over in an --output_dir that holds a run (by "
@@ -154,6 +168,14 @@ def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):
     run fails before writing anything into it."""
     args = parser.parse_args(argv)
     flags = dict(vars(args))  # as given, before defaults that depend on other flags
+    # TensorFlow is imported after parsing (so --help and flag errors need none of it),
+    # with its start-up lines kept off the terminal unless --verbose.
+    from kbert import _startup
+
+    if args.verbose:
+        import tensorflow  # noqa: F401
+    else:
+        _startup.quiet_import_tensorflow()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:
         logging.getLogger("absl").setLevel(logging.WARNING)  # TF's sharding chatter

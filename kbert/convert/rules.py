@@ -116,13 +116,17 @@ def convert(tensors: dict[str, np.ndarray], rules: Sequence[Rule],
                             f"{tuple(value.shape)}, expected {want}")
             continue
         values[rule.target] = value
+    ignored = []
     for key in tensors:
         if key in used:
             continue
         if owned(key):
             problems.append(f"unexpected variable {name(key)}")
         else:
-            logger.info("%s: ignoring %s (not part of %s)", source, name(key), model)
+            ignored.append(name(key))
+    if ignored:  # one line (a Hugging Face BERT load listed its 7 cls.* heads one a line)
+        logger.info("%s: ignoring %d tensor(s) not part of %s: %s%s", source, len(ignored),
+                    model, ", ".join(ignored[:4]), ", ..." if len(ignored) > 4 else "")
     if problems:
         raise ValueError(f"{source}: cannot load into {model}:\n  " + "\n  ".join(problems))
     return values

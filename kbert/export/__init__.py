@@ -8,15 +8,25 @@ exports a folder written by a kbert task; `python -m kbert.export check DIR` che
 export against the stock tensorflow_model_server.
 """
 
-from kbert.export.ops import (DEFAULT_SERVING_VERSION, SERVING_VERSIONS, UnsupportedOpError,
-                              check_ops, missing_ops, saved_model_ops, serving_ops)
-from kbert.export.elmo_graph import export_elmo
-from kbert.export.generate_graph import export_generate
-from kbert.export.ner_graph import export_ner
-from kbert.export.saved_model import export_classifier, export_embeddings, export_squad
-from kbert.export.warmup import read_warmup_requests, write_warmup_requests
+from kbert._lazy import lazy_package
 
-__all__ = ["DEFAULT_SERVING_VERSION", "SERVING_VERSIONS", "UnsupportedOpError", "check_ops",
-           "export_classifier", "export_elmo", "export_embeddings", "export_generate",
-           "export_ner", "export_squad", "missing_ops", "read_warmup_requests",
-           "saved_model_ops", "serving_ops", "write_warmup_requests"]
+# Imported on first use (kbert._lazy): the command lines answer --help before
+# TensorFlow is imported.
+_EXPORTS = {
+    "DEFAULT_SERVING_VERSION": "kbert.export.ops",
+    "SERVING_VERSIONS": "kbert.export.ops",
+    "UnsupportedOpError": "kbert.export.ops",
+    "check_ops": "kbert.export.ops",
+    "export_classifier": "kbert.export.saved_model",
+    "export_elmo": "kbert.export.elmo_graph",
+    "export_embeddings": "kbert.export.saved_model",
+    "export_generate": "kbert.export.generate_graph",
+    "export_ner": "kbert.export.ner_graph",
+    "export_squad": "kbert.export.saved_model",
+    "missing_ops": "kbert.export.ops",
+    "read_warmup_requests": "kbert.export.warmup",
+    "saved_model_ops": "kbert.export.ops",
+    "serving_ops": "kbert.export.ops",
+    "write_warmup_requests": "kbert.export.warmup",
+}
+lazy_package(__name__, _EXPORTS)

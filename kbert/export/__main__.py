@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 
+from kbert.cli import HelpFormatter
 
 
 def _check_main(argv) -> int:
@@ -35,13 +36,13 @@ def _check_main(argv) -> int:
     from kbert.cli import UsageError, add_cli_flags, run_command
     from kbert.export.check import check
 
-    add_cli_flags(p, training=False)
+    add_cli_flags(p, training=False, export=False)
 
     def run(args):
         if not os.path.isfile(os.path.join(args.export_dir, "saved_model.pb")):
             raise UsageError(f"{args.export_dir}: no saved_model.pb; give a SavedModel "
                              "version folder (BASE/NAME/VERSION)")
-        return check(args.export_dir, args.serving_version)
+        return check(args.export_dir, args.serving_version, verbose=args.verbose)
 
     return 0 if run_command(p, argv, run) else 1
 
@@ -52,7 +53,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="python -m kbert.export",
                                 description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--model_dir", required=True,
                    help="task run folder (or a BERT folder for --task embeddings)")
     p.add_argument("--task", required=True, choices=TASKS, help="signature to export")
@@ -68,12 +69,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="skip replaying the warmup requests in a fresh process")
     g = p.add_argument_group("generate (GPT): decoding settings, fixed in the export")
     g.add_argument("--max_new_tokens", type=int, default=32, help="tokens to generate")
-    g.add_argument("--sampler", default="greedy", choices=["greedy", "top_k", "top_p"])
-    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--sampler", default="greedy", choices=["greedy", "top_k", "top_p"],
+                   help="greedy: the likeliest token; top_k: sampled among the --top_k "
+                        "likeliest; top_p: among the fewest whose probability reaches "
+                        "--top_p (nucleus)")
+    g.add_argument("--temperature", type=float, default=1.0,
+                   help="divides the logits before sampling (below 1: surer; not greedy)")
     g.add_argument("--top_k", type=int, default=None,
                    help="generate: sample from the k likeliest; fill_mask: tokens returned "
                         "per mask (default 5)")
-    g.add_argument("--top_p", type=float, default=None)
+    g.add_argument("--top_p", type=float, default=None,
+                   help="generate with --sampler top_p: the probability mass kept, (0, 1]")
     g.add_argument("--seed", type=int, default=None,
                    help="fixed seed (the same prompt gives the same text); default: new "
                         "random numbers for every request")
@@ -116,7 +122,7 @@ def main(argv=None) -> int:
     print(f"exported {args.task} SavedModel to {path}")
     if args.no_check:
         return 0
-    return 0 if check(path, args.serving_version) else 1
+    return 0 if check(path, args.serving_version, verbose=args.verbose) else 1
 
 
 if __name__ == "__main__":

@@ -209,8 +209,9 @@ def signatures(export_dir: str) -> dict:
 
 
 def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
-          out=print) -> bool:
-    """Prints the report; returns whether the export passes."""
+          out=print, verbose: bool = False) -> bool:
+    """Prints the report (every op type with `verbose`, else the missing ones); returns
+    whether the export passes."""
     from kbert.export.warmup import read_warmup_requests
 
     ok = True
@@ -232,7 +233,8 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
     out(f"  {len(used)} op types; tensorflow_model_server {serving_version} has "
         f"{len(used) - len(missing)} of them")
     for op in sorted(used):
-        out(f"    {'MISSING ' if op in missing else ''}{op}")
+        if verbose or op in missing:
+            out(f"    {'MISSING ' if op in missing else ''}{op}")
     if missing:
         ok = False
         out(f"  ERROR: op(s) missing from the stock server {serving_version}: "

@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 
-import keras
-
 from kbert.io import atomic_file, read_json
 
 TASK_FILE = "kbert_task.json"
@@ -21,7 +19,7 @@ TASKS = ("classifier", "squad", "ner", "embeddings", "generate", "elmo", "fill_m
 MODEL_TASKS = ("generate", "elmo", "fill_mask")
 
 
-def weights_only(model: keras.Model) -> keras.Model:
+def weights_only(model: "keras.Model") -> "keras.Model":
     """`model` without its optimizer: an uncompiled clone with the same weights. A
     compiled model's `.keras` file also holds the optimizer's slots (twice the weights
     for Adam); the task folder keeps the weights, the checkpoints keep the optimizer."""
@@ -76,6 +74,8 @@ def load_task_folder(path: str):
         if key not in info:
             raise ValueError(f"{task_file}: missing field {key!r}")
     family = registry.get_family(info.get("family", "bert"))  # older folders: BERT
+    import keras
+
     model = keras.saving.load_model(os.path.join(path, "model.keras"), compile=False)
     if info.get("family") == "gpt":  # GPT classifiers' auxiliary LM loss, linked again
         from kbert.tasks.glue.gpt import link_auxiliary_losses

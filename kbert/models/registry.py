@@ -42,6 +42,16 @@ class Family:
 
 
 _FAMILIES: dict[str, Family] = {}
+# The families kbert ships; each registers itself when its package is imported, which
+# the look-ups below make sure of (`import kbert` no longer imports them up front).
+BUILTIN = ("kbert.models.bert", "kbert.models.gpt", "kbert.models.elmo")
+
+
+def _load_builtin() -> None:
+    import importlib
+
+    for module in BUILTIN:
+        importlib.import_module(module)
 
 
 def register_family(family: Family, replace: bool = False) -> Family:
@@ -56,10 +66,12 @@ def unregister_family(name: str) -> None:
 
 
 def families() -> list[str]:
+    _load_builtin()
     return sorted(_FAMILIES)
 
 
 def get_family(name: str) -> Family:
+    _load_builtin()
     for family in _FAMILIES.values():
         if name == family.name or name in family.aliases:
             return family
@@ -83,6 +95,7 @@ def expect_family(path: str | os.PathLike, name: str) -> None:
 def family_of_folder(path: str | os.PathLike) -> Family:
     """The family of a saved folder: its `config.json`'s `kbert_model`, else the first
     family that recognizes the folder."""
+    _load_builtin()
     path = os.fspath(path)
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path}: not a folder")

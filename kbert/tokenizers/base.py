@@ -15,6 +15,16 @@ import tensorflow as tf
 from kbert.io import atomic_file
 
 
+class Held:
+    """Python containers kept on a tokenizer (a `tf.Module`) outside TensorFlow's object
+    tracking: a 50,000-entry vocabulary dict assigned to a tf.Module attribute is wrapped
+    entry by entry (about a second for GPT-2's), and nothing of it is saved by a
+    SavedModel (the tables built from it are)."""
+
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+
 class Tokenizer(tf.Module):
     """Interface of kbert's tokenizers.
 

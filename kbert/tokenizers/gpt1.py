@@ -16,7 +16,7 @@ import os
 import tensorflow as tf
 
 from kbert.io import read_json
-from kbert.tokenizers.base import Tokenizer
+from kbert.tokenizers.base import Held, Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
 from kbert.tokenizers.gpt import (MergeTable, TaskTokens, bpe_assets, merge_rounds,
                                   read_merges, read_pair_format)
@@ -27,6 +27,14 @@ WORD_END = "</w>"
 
 class GPT1Tokenizer(TaskTokens, Tokenizer):
     tasks = frozenset({"glue", "pretrain"})
+
+    @property
+    def _vocabulary(self) -> dict:
+        return self._held.vocabulary
+
+    @property
+    def _merges(self) -> list:
+        return self._held.merges
 
     """GPT-1's BPE (see the module docstring).
 
@@ -48,8 +56,7 @@ class GPT1Tokenizer(TaskTokens, Tokenizer):
             vocabulary = read_json(os.fspath(vocabulary))
         if isinstance(merges, (str, os.PathLike)):
             merges = read_merges(os.fspath(merges))
-        self._vocabulary = dict(vocabulary)
-        self._merges = [tuple(m) for m in merges]
+        self._held = Held(vocabulary=dict(vocabulary), merges=[tuple(m) for m in merges])
         if unk_token not in self._vocabulary:
             raise ValueError(f"GPT1Tokenizer vocabulary lacks the unknown token {unk_token!r}")
         self.unk_token = unk_token

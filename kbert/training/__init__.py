@@ -1,16 +1,30 @@
 """Training runtime: strategies, precision, optimizers, resumable fit."""
 
-from kbert.training.distribute import (ENCODER_INPUTS, STRATEGIES, finalize_dataset,
-                                      real_tokens_per_batch, resolve_strategy, trim_padding)
-from kbert.training.loop import (Progress, Throughput, compile_model, fit, latest_step,
-                                 prune_checkpoints, whole_loops)
-from kbert.training.optimization import (NO_DECAY_NAMES, AdamW, Lamb, WarmupLinearDecay,
-                                        create_optimizer)
-from kbert.training.precision import set_precision
-from kbert.training.runtime import Runtime, add_runtime_flags
+from kbert._lazy import lazy_package
 
-__all__ = ["ENCODER_INPUTS", "NO_DECAY_NAMES", "AdamW", "Lamb", "Progress", "STRATEGIES",
-           "Throughput", "WarmupLinearDecay", "compile_model", "create_optimizer",
-           "finalize_dataset", "fit", "latest_step", "real_tokens_per_batch",
-           "resolve_strategy", "Runtime", "add_runtime_flags", "prune_checkpoints",
-           "set_precision", "trim_padding", "whole_loops"]
+# Imported on first use (kbert._lazy): the command lines answer --help before
+# TensorFlow is imported.
+_EXPORTS = {
+    "AdamW": "kbert.training.optimization",
+    "ENCODER_INPUTS": "kbert.training.distribute",
+    "Lamb": "kbert.training.optimization",
+    "NO_DECAY_NAMES": "kbert.training.optimization",
+    "Progress": "kbert.training.loop",
+    "Runtime": "kbert.training.runtime",
+    "STRATEGIES": "kbert.training.flags",
+    "Throughput": "kbert.training.loop",
+    "WarmupLinearDecay": "kbert.training.optimization",
+    "add_runtime_flags": "kbert.training.flags",
+    "compile_model": "kbert.training.loop",
+    "create_optimizer": "kbert.training.optimization",
+    "finalize_dataset": "kbert.training.distribute",
+    "fit": "kbert.training.loop",
+    "latest_step": "kbert.training.loop",
+    "prune_checkpoints": "kbert.training.loop",
+    "real_tokens_per_batch": "kbert.training.distribute",
+    "resolve_strategy": "kbert.training.distribute",
+    "set_precision": "kbert.training.precision",
+    "trim_padding": "kbert.training.distribute",
+    "whole_loops": "kbert.training.loop",
+}
+lazy_package(__name__, _EXPORTS)

@@ -11,7 +11,7 @@ import tensorflow as tf
 
 logger = logging.getLogger(__name__)
 
-STRATEGIES = ("auto", "cpu", "gpu", "mirrored", "multi_worker", "tpu")
+from kbert.training.flags import STRATEGIES  # noqa: E402 (the flag choices)
 
 
 def resolve_strategy(name: str = "auto", tpu: str | None = None) -> tf.distribute.Strategy:

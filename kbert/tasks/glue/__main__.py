@@ -15,16 +15,17 @@ import argparse
 import json
 import sys
 
+from kbert.cli import HelpFormatter
 
 
 def _parser() -> argparse.ArgumentParser:
     from kbert.tasks.glue.tasks import TASKS
-    from kbert.tasks.common import add_model_flags, add_training_flags
-    from kbert.training import add_runtime_flags
+    from kbert.tasks.flags import add_model_flags, add_training_flags
+    from kbert.training.flags import add_runtime_flags
 
     p = argparse.ArgumentParser(prog="python -m kbert.tasks.glue",
                                 description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--task", required=True, choices=list(TASKS),
                    help="GLUE task (ax: the diagnostic set, predicted with an MNLI run)")
     data = p.add_argument_group("data")
@@ -56,11 +57,16 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     from kbert.cli import add_cli_flags, check_export_dir, run_command
     from kbert.cli import UsageError
-    from kbert.tasks.common import check_training_flags, model_family
-    from kbert.tasks.glue.run import run
     from kbert.tasks.glue.tasks import get_task
 
+    def run(args):
+        from kbert.tasks.glue.run import run
+
+        return run(args)
+
     def validate(args):
+        from kbert.tasks.common import check_training_flags, model_family
+
         elmo = model_family(args) == "elmo"
         check_training_flags(args, specials=0 if elmo else 3 if get_task(args.task).is_pair
                              else 2)

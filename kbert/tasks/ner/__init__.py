@@ -1,14 +1,27 @@
 """CoNLL-2003 NER: reader, tag schemes, first-piece alignment, fine-tuning and
 feature-based heads, conlleval metrics. `python -m kbert.tasks.ner --help`."""
 
-from kbert.tasks.ner.data import (Sentence, bio2_to_bioes, convert_tags, iob1_to_bio2,
-                                  labels_of, read_conll)
-from kbert.tasks.ner.evaluate import chunks, evaluate
-from kbert.tasks.ner.features import NerFeatures, convert_sentences, word_predictions
-from kbert.tasks.ner.model import LAYER_CHOICES, build_model, ner_loss, prepare_encoder
-from kbert.tasks.ner.predict import Entity, predict_entities
+from kbert._lazy import lazy_package
 
-__all__ = ["Entity", "LAYER_CHOICES", "NerFeatures", "Sentence", "bio2_to_bioes", "build_model",
-           "chunks", "convert_sentences", "convert_tags", "evaluate", "iob1_to_bio2",
-           "labels_of", "ner_loss", "predict_entities", "prepare_encoder", "read_conll",
-           "word_predictions"]
+# Imported on first use (kbert._lazy): the command lines answer --help before
+# TensorFlow is imported.
+_EXPORTS = {
+    "Entity": "kbert.tasks.ner.predict",
+    "LAYER_CHOICES": "kbert.tasks.ner.model",
+    "NerFeatures": "kbert.tasks.ner.features",
+    "Sentence": "kbert.tasks.ner.data",
+    "bio2_to_bioes": "kbert.tasks.ner.data",
+    "build_model": "kbert.tasks.ner.model",
+    "chunks": "kbert.tasks.ner.evaluate",
+    "convert_sentences": "kbert.tasks.ner.features",
+    "convert_tags": "kbert.tasks.ner.data",
+    "evaluate": "kbert.tasks.ner.evaluate",
+    "iob1_to_bio2": "kbert.tasks.ner.data",
+    "labels_of": "kbert.tasks.ner.data",
+    "ner_loss": "kbert.tasks.ner.model",
+    "predict_entities": "kbert.tasks.ner.predict",
+    "prepare_encoder": "kbert.tasks.ner.model",
+    "read_conll": "kbert.tasks.ner.data",
+    "word_predictions": "kbert.tasks.ner.features",
+}
+lazy_package(__name__, _EXPORTS)

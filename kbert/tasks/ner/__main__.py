@@ -15,16 +15,16 @@ import json
 import os
 import sys
 
+from kbert.cli import HelpFormatter
 
 
 def _parser() -> argparse.ArgumentParser:
-    from kbert.tasks.ner.model import LAYER_CHOICES
-    from kbert.tasks.common import add_model_flags, add_training_flags
-    from kbert.training import add_runtime_flags
+    from kbert.tasks.flags import LAYER_CHOICES, add_model_flags, add_training_flags
+    from kbert.training.flags import add_runtime_flags
 
     p = argparse.ArgumentParser(prog="python -m kbert.tasks.ner",
                                 description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     data = p.add_argument_group("data")
     data.add_argument("--train_file", help="CoNLL-2003 training file (eng.train)")
     data.add_argument("--dev_file", help="development file (eng.testa)")
@@ -52,10 +52,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     from kbert.cli import add_cli_flags, check_export_dir, run_command
     from kbert.cli import UsageError
-    from kbert.tasks.common import check_training_flags, model_family
-    from kbert.tasks.ner.run import run
+    def run(args):
+        from kbert.tasks.ner.run import run
+
+        return run(args)
 
     def validate(args):
+        from kbert.tasks.common import check_training_flags, model_family
+
         check_training_flags(args, specials=0 if model_family(args) == "elmo" else 2,
                              task="ner")
         check_export_dir(args.export_dir, args.overwrite)

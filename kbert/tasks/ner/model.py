@@ -9,8 +9,7 @@ from keras import ops
 from kbert.layers.initializers import truncated_normal
 from kbert.layers.scalar_mix import ScalarMix
 
-LAYER_CHOICES = ("last", "sum_last4", "concat_last4", "sum_all", "scalar_mix",
-                 "embeddings", "second_to_last")
+from kbert.tasks.flags import LAYER_CHOICES  # noqa: E402 (the flag choices, TF-free)
 
 
 @keras.saving.register_keras_serializable(package="kbert")

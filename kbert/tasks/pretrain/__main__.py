@@ -22,13 +22,15 @@ import argparse
 import json
 import sys
 
+from kbert.cli import HelpFormatter
+
 
 def _create_data_parser() -> argparse.ArgumentParser:
     from kbert.cli import parse_bool
 
     p = argparse.ArgumentParser(prog="python -m kbert.tasks.pretrain create_data",
                                 description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--input_file", required=True,
                    help="input text files: globs, comma-separated")
     p.add_argument("--output_file", required=True,
@@ -72,7 +74,7 @@ def create_data_main(argv) -> int:
                                        args.do_lower_case, options(args))
 
     parser = _create_data_parser()
-    add_cli_flags(parser, training=False)
+    add_cli_flags(parser, training=False, export=False)
     count = run_command(parser, argv, run, validate)
     print(f"create_data: {count} instances")
     return 0
@@ -85,13 +87,19 @@ BUNDLED_DEFAULTS = [("learning_rate", float, 1e-4, 1e-3),
 
 def _train_parser() -> argparse.ArgumentParser:
     from kbert.cli import parse_bool
-    from kbert.tasks.common import add_training_flags
-    from kbert.training import add_runtime_flags
+    from kbert.tasks.flags import add_training_flags
+    from kbert.training.flags import add_runtime_flags
 
     p = argparse.ArgumentParser(prog="python -m kbert.tasks.pretrain",
+                                usage="%(prog)s [create_data] --model {bert,gpt,elmo} ...",
                                 description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--model", required=True, choices=["bert", "gpt", "elmo"])
+                                epilog="BERT's pretraining data (Google's "
+                                       "create_pretraining_data.py): python -m "
+                                       "kbert.tasks.pretrain create_data --help",
+                                formatter_class=HelpFormatter)
+    p.add_argument("--model", required=True, choices=["bert", "gpt", "elmo"],
+                   help="bert: masked LM + next sentence (run_pretraining.py); gpt: causal "
+                        "LM; elmo: the two directions' LMs (bilm-tf)")
     data = p.add_argument_group("data (none given: the bundled corpus)")
     data.add_argument("--input_file", help="bert: create_data TFRecords (globs, "
                                            "comma-separated)")
@@ -114,17 +122,25 @@ def _train_parser() -> argparse.ArgumentParser:
     model.add_argument("--vocab_size", type=int, default=None,
                        help="from scratch: WordPiece vocabulary (bert) or words (elmo) "
                             "learned from the text (default 8000; bundled corpus 800)")
-    model.add_argument("--do_lower_case", type=parse_bool, default=None, metavar="true|false")
-    model.add_argument("--max_predictions_per_seq", type=int, default=20)
-    model.add_argument("--masked_lm_prob", type=float, default=0.15)
+    model.add_argument("--do_lower_case", type=parse_bool, default=None, metavar="true|false",
+                       help="bert: lower-case the text (default: --init_from's casing; "
+                            "true from scratch)")
+    model.add_argument("--max_predictions_per_seq", type=int, default=20,
+                       help="bert: masked positions an example, at most")
+    model.add_argument("--masked_lm_prob", type=float, default=0.15,
+                       help="bert: share of tokens masked (80%% [MASK], 10%% random, 10%% "
+                            "kept)")
     model.add_argument("--do_whole_word_mask", type=parse_bool, default=False,
-                       metavar="true|false")
+                       metavar="true|false",
+                       help="bert: mask all the pieces of a word together")
     model.add_argument("--num_sampled", type=int, default=8192,
                        help="elmo: sampled-softmax negatives (bilm-tf's 8192)")
     train = p.add_argument_group("training (run_pretraining.py defaults)")
     add_training_flags(train, learning_rate=None, epochs=None, output_dir="runs/pretrain",
-                       export_help="unused by pretraining", batch_size=32,
-                       seq_help="tokens an example (bert with --input_file: the records')")
+                       export_help=None, batch_size=32,
+                       seq_help="tokens an example (bert with --input_file: the records')",
+                       output_help="checkpoints, train_results.json, and OUTPUT_DIR/model "
+                                   "(the pretrained model folder --init_from reads)")
     for flag, kind, real, bundled in BUNDLED_DEFAULTS:
         train.add_argument(f"--{flag}", type=kind, default=None,
                            help=f"default {real}; on the bundled corpus {bundled}")
@@ -132,19 +148,28 @@ def _train_parser() -> argparse.ArgumentParser:
                        help="steps of linear learning-rate warmup (default: "
                             "--warmup_proportion of --num_train_steps; run_pretraining.py's "
                             "10000 of 100000)")
-    train.add_argument("--optimizer", default="adamw", choices=["adamw", "lamb"])
-    train.add_argument("--weight_decay", type=float, default=0.01)
-    train.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    train.add_argument("--optimizer", default="adamw", choices=["adamw", "lamb"],
+                       help="BERT's AdamW (run_pretraining.py) or LAMB (large batches)")
+    train.add_argument("--weight_decay", type=float, default=0.01,
+                       help="decoupled weight decay (not on LayerNorm and biases)")
+    train.add_argument("--gradient_accumulation_steps", type=int, default=1,
+                       help="batches whose gradients are summed before one update (the "
+                            "batch of an update: this times --train_batch_size)")
     add_runtime_flags(p)
     return p
 
 
 def train_main(argv) -> int:
     from kbert.cli import UsageError, add_cli_flags, run_command
-    from kbert.tasks.common import check_model_flag, check_training_flags
-    from kbert.tasks.pretrain.run import run
+
+    def run(args):
+        from kbert.tasks.pretrain.run import run
+
+        return run(args)
 
     def validate(args):
+        from kbert.tasks.common import check_model_flag, check_training_flags
+
         if args.input_file and args.text_file:
             raise UsageError("--input_file and --text_file: give one of them (or neither, "
                              "for the bundled corpus)")
@@ -185,7 +210,7 @@ def train_main(argv) -> int:
                              model_flag=False)
 
     parser = _train_parser()
-    add_cli_flags(parser)
+    add_cli_flags(parser, export=False)
     results = run_command(parser, argv, run, validate)
     print(f"pretrain {argv[argv.index('--model') + 1] if '--model' in argv else ''}: "
           + json.dumps({k: round(v, 4) for k, v in results.items()}))

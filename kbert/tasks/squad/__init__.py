@@ -3,12 +3,25 @@
 `python -m kbert.tasks.squad` runs the whole job; see its `--help`.
 """
 
-from kbert.tasks.squad.data import SquadExample, load_json, read_squad
-from kbert.tasks.squad.evaluate import evaluate, exact_match, f1, normalize_answer
-from kbert.tasks.squad.features import SquadFeature, convert_examples, feature_arrays
-from kbert.tasks.squad.model import SpanHead, build_model, span_losses
-from kbert.tasks.squad.postprocess import SquadPredictions, postprocess
+from kbert._lazy import lazy_package
 
-__all__ = ["SpanHead", "SquadExample", "SquadFeature", "SquadPredictions", "build_model",
-           "convert_examples", "evaluate", "exact_match", "f1", "feature_arrays", "load_json",
-           "normalize_answer", "postprocess", "read_squad", "span_losses"]
+# Imported on first use (kbert._lazy): the command lines answer --help before
+# TensorFlow is imported.
+_EXPORTS = {
+    "SpanHead": "kbert.tasks.squad.model",
+    "SquadExample": "kbert.tasks.squad.data",
+    "SquadFeature": "kbert.tasks.squad.features",
+    "SquadPredictions": "kbert.tasks.squad.postprocess",
+    "build_model": "kbert.tasks.squad.model",
+    "convert_examples": "kbert.tasks.squad.features",
+    "evaluate": "kbert.tasks.squad.evaluate",
+    "exact_match": "kbert.tasks.squad.evaluate",
+    "f1": "kbert.tasks.squad.evaluate",
+    "feature_arrays": "kbert.tasks.squad.features",
+    "load_json": "kbert.tasks.squad.data",
+    "normalize_answer": "kbert.tasks.squad.evaluate",
+    "postprocess": "kbert.tasks.squad.postprocess",
+    "read_squad": "kbert.tasks.squad.data",
+    "span_losses": "kbert.tasks.squad.model",
+}
+lazy_package(__name__, _EXPORTS)

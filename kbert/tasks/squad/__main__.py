@@ -19,6 +19,8 @@ import logging
 import os
 import sys
 
+from kbert.cli import HelpFormatter
+
 
 logger = logging.getLogger("kbert.tasks.squad")
 
@@ -36,12 +38,12 @@ SAMPLE_V2_EPOCHS = 16.0
 
 def _parser() -> argparse.ArgumentParser:
     from kbert.cli import parse_bool
-    from kbert.tasks.common import add_model_flags, add_training_flags
-    from kbert.training import add_runtime_flags
+    from kbert.tasks.flags import add_model_flags, add_training_flags
+    from kbert.training.flags import add_runtime_flags
 
     p = argparse.ArgumentParser(
         prog="python -m kbert.tasks.squad", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=HelpFormatter)
     data = p.add_argument_group("data (none given: the bundled sample)")
     data.add_argument("--train_file", help="SQuAD JSON to train on")
     data.add_argument("--predict_file", help="SQuAD JSON to predict and evaluate on")
@@ -189,11 +191,15 @@ def main(argv=None) -> int:
     if argv[:1] == ["evaluate"]:
         return _evaluate_main(argv[1:])
     from kbert.cli import add_cli_flags, run_command
-    from kbert.tasks.squad.run import run
+
+    def run(args):
+        from kbert.tasks.squad.run import run
+
+        return run(args), args
 
     parser = _parser()
     add_cli_flags(parser)
-    results, args = run_command(parser, argv, lambda a: (run(a), a), _prepare)
+    results, args = run_command(parser, argv, run, _prepare)
     if not results:
         print(f"trained; the model is in {args.output_dir} (predict with --do_predict)")
         return 0

@@ -1,0 +1,83 @@
+"""The task command lines' model and training flags. No TensorFlow here: the parsers
+are built, and `--help` answered, before TensorFlow is imported."""
+
+from __future__ import annotations
+
+import argparse
+
+from kbert.cli import parse_bool
+
+# NER's feature-mode layer choices (kbert.tasks.ner.model reads them from here).
+LAYER_CHOICES = ("last", "sum_last4", "concat_last4", "sum_all", "scalar_mix",
+                 "embeddings", "second_to_last")
+
+MODEL_HELP = {"gpt": "gpt fine-tunes as the GPT paper and needs --init_from a GPT folder",
+              "elmo": "elmo trains a head on a frozen biLM (feature-based, as the ELMo paper) "
+                      "and needs --init_from an ELMo folder"}
+
+
+def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: int,
+                    init_help: str = "", position_init: str = "normal",
+                    models: tuple = ("bert", "gpt")) -> argparse._ArgumentGroup:
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", default=None, choices=list(models),
+                       help="model family (default: the family of --init_from, or BERT from "
+                            "scratch); " + "; ".join(MODEL_HELP[m] for m in models
+                                                     if m in MODEL_HELP))
+    group.add_argument("--init_from", help="a model folder (kbert, Hugging Face or Google "
+                                           "BERT, with its vocabulary); none: train from "
+                                           "scratch" + init_help)
+    group.add_argument("--preset", default="demo",
+                       help=f"BertConfig preset when training from scratch ('demo': {demo})")
+    group.add_argument("--vocab_size", type=int, default=vocab_size,
+                       help="WordPiece vocabulary learned from the training texts when "
+                            "training from scratch")
+    group.add_argument("--do_lower_case", type=parse_bool, default=None,
+                       metavar="true|false",
+                       help="override the casing read from --init_from")
+    group.add_argument("--position_init", default=position_init,
+                       choices=["normal", "sinusoidal"],
+                       help="from scratch: start the learned position embeddings as BERT "
+                            "does (truncated normal) or as scaled sinusoids, which lets a "
+                            "small model learn word order fast (ignored with --init_from)")
+    return group
+
+
+def add_training_flags(group, *, learning_rate, epochs, output_dir: str,
+                       export_help: str | None, batch_size: int = 32,
+                       seq_help: str | None = None, trim_padding: bool = False,
+                       output_help: str = "predictions, metrics, checkpoints and the "
+                                          "fine-tuned model") -> None:
+    """Batch sizes, schedule, checkpoints, output and export folders, seed. With
+    `learning_rate=None` the command defines --learning_rate and --num_train_epochs;
+    with `seq_help`, --max_seq_length (default 128) is added too; with `trim_padding`,
+    --trim_padding (see `trim_multiple`); with `export_help=None`, no --export_dir."""
+    if seq_help:
+        group.add_argument("--max_seq_length", type=int, default=128, help=seq_help)
+    if trim_padding:
+        group.add_argument("--trim_padding", type=int, default=32, metavar="N",
+                           help="cut each batch's trailing padding to a multiple of N tokens "
+                                "(same results, less work on short texts; 0: every batch "
+                                "at max_seq_length; always 0 on TPU and multi_worker)")
+    group.add_argument("--train_batch_size", type=int, default=batch_size,
+                       help="global batch size")
+    group.add_argument("--predict_batch_size", type=int, default=64,
+                       help="batch size for prediction")
+    if learning_rate is not None:
+        group.add_argument("--learning_rate", type=float, default=learning_rate,
+                           help="peak learning rate")
+        group.add_argument("--num_train_epochs", type=float, default=epochs, help="epochs")
+    group.add_argument("--warmup_proportion", type=float, default=0.1,
+                       help="share of training steps with linear learning-rate warmup")
+    group.add_argument("--steps_per_loop", type=int, default=200,
+                       help="steps between checkpoints")
+    group.add_argument("--keep_checkpoints", type=int, default=1,
+                       help="checkpoints kept after a finished run (the last ones; with 0 "
+                            "none, and a rerun trains again)")
+    group.add_argument("--tensorboard_dir", default=None,
+                       help="TensorBoard logs (default OUTPUT_DIR/tensorboard; 'none': off)")
+    group.add_argument("--output_dir", default=output_dir, help=output_help)
+    if export_help is not None:
+        group.add_argument("--export_dir", default=None, help=export_help)
+    group.add_argument("--seed", type=int, default=0,
+                       help="seed for initialization and shuffling")
