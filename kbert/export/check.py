@@ -230,8 +230,10 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
     warning = ops_lib.older_server_warning(export_dir, serving_version)
     if warning:
         out(f"  WARNING: {warning}")
+    core = f" (core ops as of TensorFlow {ops_lib.writer_version(export_dir)})" if warning \
+        else ""
     out(f"  {len(used)} op types; tensorflow_model_server {serving_version} has "
-        f"{len(used) - len(missing)} of them")
+        f"{len(used) - len(missing)} of them{core}")
     for op in sorted(used):
         if verbose or op in missing:
             out(f"    {'MISSING ' if op in missing else ''}{op}")
