@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--data_dir", help="the task's folder of the GLUE download "
                                          "(train.tsv, dev.tsv, test.tsv, ...)")
     data.add_argument("--tfds", action="store_true", help="read glue/<task> from TFDS")
+    data.add_argument("--tfds_data_dir", default=None,
+                      help="with --tfds: TFDS's data folder (default: $TFDS_DATA_DIR or "
+                           "~/tensorflow_datasets)")
     data.add_argument("--ax_file", help="diagnostic.tsv (default: "
                                         "DATA_DIR/../diagnostic/diagnostic.tsv)")
     data.add_argument("--do_predict", action="store_true",

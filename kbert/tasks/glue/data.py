@@ -111,7 +111,8 @@ def split_file(task, split: str, data_dir: str) -> str:
     return os.path.join(data_dir, task.splits[split])
 
 
-def load_dataset(task, split: str, data_dir: str | None = None) -> list[GlueExample]:
+def load_dataset(task, split: str, data_dir: str | None = None,
+                 tfds_data_dir: str | None = None) -> list[GlueExample]:
     """Examples of one split, from the official files in `data_dir` (the task's folder
     of the GLUE download, e.g. `glue_data/MRPC`) or, when `data_dir` is None, from
     TFDS `glue/<task>`.
@@ -125,23 +126,23 @@ def load_dataset(task, split: str, data_dir: str | None = None) -> list[GlueExam
         norm = os.path.basename(path)[:-4]
         return read_tsv(task, path, "test" if norm.startswith(("test", "diagnostic"))
                         else norm)
-    return _load_tfds(task, split)
+    return _load_tfds(task, split, tfds_data_dir)
 
 
-def _load_tfds(task: GlueTask, split: str) -> list[GlueExample]:
+def _load_tfds(task: GlueTask, split: str, data_dir: str | None = None) -> list[GlueExample]:
     split = {"validation": "dev"}.get(split, split)
     if task.name == "mnli" and split in ("dev", "test"):
         split += "_matched"
     if split not in task.tfds_splits:
         raise ValueError(f"GLUE {task.name} has no split {split!r}")
-    try:
-        import tensorflow_datasets as tfds
+    import tensorflow_datasets as tfds
 
-        ds = tfds.load(task.tfds, split=task.tfds_splits[split])
-    except Exception as e:  # no network, or no prepared copy
-        raise SystemExit(f"TFDS could not load {task.tfds} ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0][:200]}); download GLUE and pass "
-                         "--data_dir with the task's folder") from None
+    from kbert.tasks import tfds_source
+
+    ds, _ = tfds_source.load(
+        task.tfds, task.tfds_splits[split], data_dir,
+        advice="with no network, download GLUE (its download_glue_data.py) and pass "
+               "--data_dir with the task's folder, or --tfds_data_dir with a prepared copy")
     fields = {"sentence": "sentence", "#1 String": "sentence1", "#2 String": "sentence2",
               "question1": "question1", "question2": "question2", "sentence1": "sentence1",
               "sentence2": "sentence2", "question": "question"}

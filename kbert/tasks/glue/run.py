@@ -177,7 +177,7 @@ def predict_ax(args) -> dict:
         raise SystemExit(f"{args.model_dir}: not an MNLI model (labels "
                          f"{settings.get('labels')})")
     examples = (read_tsv(ax, args.ax_file, "test") if args.ax_file
-                else load_dataset(ax, "test", None))
+                else load_dataset(ax, "test", None, getattr(args, "tfds_data_dir", None)))
     inputs = encode(ax, tokenizer, examples, settings["seq_length"])
     path = os.path.join(args.output_dir, "AX.tsv")
     write_submission(path, ax, examples, predict(model, ax, inputs, args.predict_batch_size,
@@ -203,9 +203,10 @@ def run(args) -> dict:
                          "glue_data/MRPC) or --tfds")
     data_dir = None if args.tfds else args.data_dir
     # Read (and so validate) every file before training.
-    train = load_dataset(task, "train", data_dir)
-    dev = {s: load_dataset(task, s, data_dir) for s in _dev_splits(task)}
-    test = {s: load_dataset(task, s, data_dir) for s in _test_splits(task)} \
+    tfds_dir = getattr(args, "tfds_data_dir", None)
+    train = load_dataset(task, "train", data_dir, tfds_dir)
+    dev = {s: load_dataset(task, s, data_dir, tfds_dir) for s in _dev_splits(task)}
+    test = {s: load_dataset(task, s, data_dir, tfds_dir) for s in _test_splits(task)} \
         if args.do_predict else {}
     ax_file = _ax_file(args) if task.name == "mnli" and args.do_predict else None
     if not train:

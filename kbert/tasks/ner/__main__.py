@@ -30,6 +30,9 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--dev_file", help="development file (eng.testa)")
     data.add_argument("--test_file", help="test file (eng.testb)")
     data.add_argument("--tfds", action="store_true", help="read conll2003 from TFDS")
+    data.add_argument("--tfds_data_dir", default=None,
+                      help="with --tfds: TFDS's data folder (default: $TFDS_DATA_DIR or "
+                           "~/tensorflow_datasets)")
     model = add_model_flags(p, demo="4 layers, 128 wide", vocab_size=8000,
                             init_help=" (cased models suit NER)", models=("bert", "elmo"))
     model.add_argument("--mode", default=None, choices=["finetune", "feature"],

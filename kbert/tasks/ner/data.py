@@ -131,19 +131,21 @@ def labels_of(sentences: list[Sentence]) -> list[str]:
     return ["O"] + [f"{p}-{k}" for k in kinds for p in prefixes]
 
 
-def load_tfds(split: str) -> list[Sentence]:
-    """TFDS `conll2003` (its tags are BIO2 already)."""
-    try:
-        import tensorflow_datasets as tfds
+def load_tfds(split: str, data_dir: str | None = None,
+              scheme: str = "bio2") -> list[Sentence]:
+    """TFDS `conll2003` (its tags are BIO2 already), converted to `scheme` as
+    `read_conll` converts the files."""
+    import tensorflow_datasets as tfds
 
-        ds, info = tfds.load("conll2003", split=split, with_info=True)
-    except Exception as e:  # no network, or no prepared copy
-        raise SystemExit(f"TFDS could not load conll2003 ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0][:200]}); download the CoNLL-2003 files "
-                         "and pass --train_file/--dev_file/--test_file") from None
+    from kbert.tasks import tfds_source
+
+    ds, info = tfds_source.load(
+        "conll2003", split, data_dir,
+        advice="with no network, download the CoNLL-2003 files and pass "
+               "--train_file/--dev_file/--test_file, or --tfds_data_dir with a prepared copy")
     names = info.features["ner"].feature.names
     out = []
     for i, ex in enumerate(tfds.as_numpy(ds)):
         words = [w.decode("utf-8") for w in ex["tokens"]]
-        out.append(Sentence(words, convert_tags([names[t] for t in ex["ner"]]), 0, i))
+        out.append(Sentence(words, convert_tags([names[t] for t in ex["ner"]], scheme), 0, i))
     return out

@@ -26,8 +26,9 @@ DEMO_CONFIG = dict(hidden_size=128, num_layers=4, num_heads=4, intermediate_size
 
 def _load(args):
     if args.tfds:
-        return {"train": load_tfds("train"), "dev": load_tfds("validation"),
-                "test": load_tfds("test")}
+        where = getattr(args, "tfds_data_dir", None)
+        return {"train": load_tfds("train", where), "dev": load_tfds("validation", where),
+                "test": load_tfds("test", where)}
     if not args.train_file:
         raise SystemExit("give --train_file (and --dev_file, --test_file): CoNLL-2003 files "
                          "such as eng.train, eng.testa, eng.testb; or --tfds")

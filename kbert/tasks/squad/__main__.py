@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     data.add_argument("--predict_file", help="SQuAD JSON to predict and evaluate on")
     data.add_argument("--tfds", action="store_true",
                       help="read squad/v1.1 or squad/v2.0 from TensorFlow Datasets")
+    data.add_argument("--tfds_data_dir", default=None,
+                      help="with --tfds: TFDS's data folder (default: $TFDS_DATA_DIR or "
+                           "~/tensorflow_datasets)")
     data.add_argument("--version_2_with_negative", action="store_true",
                       help="SQuAD v2.0: questions may have no answer")
     data.add_argument("--sample_paragraphs", type=int, default=900,

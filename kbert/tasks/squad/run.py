@@ -39,7 +39,7 @@ def load_data(args):
     """(train examples, dev examples, dev JSON) from files, TFDS or the bundled sample;
     with --do_train or --do_predict alone, the other side is empty."""
     if args.tfds:
-        return _load_tfds(args.version_2_with_negative)
+        return _load_tfds(args.version_2_with_negative, getattr(args, "tfds_data_dir", None))
     if args.train_file or args.predict_file:
         missing = [flag for flag, needed, given in (
             ("--train_file", args.do_train, args.train_file),
@@ -79,16 +79,16 @@ def check_version(path: str, examples, version_2: bool) -> None:
                          "--version_2_with_negative")
 
 
-def _load_tfds(version_2):
-    name = "squad/v2.0" if version_2 else "squad/v1.1"
-    try:
-        import tensorflow_datasets as tfds
+def _load_tfds(version_2, data_dir=None):
+    import tensorflow_datasets as tfds
 
-        splits = tfds.load(name, split=["train", "validation"])
-    except Exception as e:  # no network, or no prepared copy
-        raise SystemExit(f"TFDS could not load {name} ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0][:200]}); download the SQuAD JSON files "
-                         "and pass --train_file and --predict_file") from None
+    from kbert.tasks import tfds_source
+
+    name = "squad/v2.0" if version_2 else "squad/v1.1"
+    splits, _ = tfds_source.load(
+        name, ["train", "validation"], data_dir,
+        advice="with no network, download the SQuAD JSON files and pass --train_file and "
+               "--predict_file, or --tfds_data_dir with a prepared copy")
     out = []
     for split in splits:
         articles = {}
