@@ -112,6 +112,19 @@ def main(argv=None) -> int:
     def validate(args):
         if not os.path.isdir(args.model_dir):
             raise UsageError(f"--model_dir {args.model_dir}: no such folder")
+        if args.seq_length is not None and args.seq_length < 3:
+            raise UsageError(f"--seq_length {args.seq_length}: must be at least 3")
+        if args.task == "generate":
+            if args.max_new_tokens < 1:
+                raise UsageError(f"--max_new_tokens {args.max_new_tokens}: must be at least 1")
+            if not args.temperature > 0:
+                raise UsageError(f"--temperature {args.temperature}: must be more than 0")
+            if args.sampler == "top_k" and (args.top_k is None or args.top_k < 1):
+                raise UsageError(f"--sampler top_k needs --top_k 1 or more (got {args.top_k})")
+            if args.sampler == "top_p" and (args.top_p is None or not 0 < args.top_p <= 1):
+                raise UsageError(f"--sampler top_p needs --top_p in (0, 1] (got {args.top_p})")
+        if args.task == "fill_mask" and args.top_k is not None and args.top_k < 1:
+            raise UsageError(f"--top_k {args.top_k}: must be at least 1")
         try:
             check_exportable(args.model_dir, args.task)
         except ValueError as e:
