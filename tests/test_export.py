@@ -205,6 +205,16 @@ def test_op_check_names_py_function_and_newer_text_ops(tmp_path):
     lines = []
     assert not check(str(tmp_path / "py"), out=lines.append)
     assert any("MISSING EagerPyFunc" in line for line in lines)
+    # Op types are listed with verbose only (every export printed 80-100 names); the
+    # missing ones always.
+    def op_lines(report):
+        return [line.strip() for line in report if line.startswith("    ")
+                and not line.strip().startswith(("input ", "output "))]
+
+    assert op_lines(lines) == ["MISSING EagerPyFunc"]
+    everything = []
+    check(str(tmp_path / "py"), out=everything.append, verbose=True)
+    assert len(op_lines(everything)) > 1 and "MISSING EagerPyFunc" in op_lines(everything)
 
 
 @pytest.mark.subprocess

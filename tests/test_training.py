@@ -660,3 +660,51 @@ def test_a_log_record_ends_the_bar_line_first(capsys):
     finally:
         root.removeHandler(handler)
     assert terminal.getvalue() == "\repoch 0.50/1\x1b[K\na record\n\repoch 1.00/1\x1b[K\n"
+
+
+def test_throughput_is_timed_from_the_end_of_the_first_execution(monkeypatch):
+    """The first execution compiles (10 s here); examples/s is that of the later steps,
+    as the progress bar's (the summary said 13.5 where the bar said 171.8)."""
+    import kbert.training.loop as loop_module
+
+    # Read at the beginning, at the end of step 1, at step 5 (the rate), and to restart.
+    clock = iter([0.0, 10.0, 12.0, 12.0])
+    monkeypatch.setattr(loop_module.time, "perf_counter", lambda: next(clock))
+    throughput = loop_module.Throughput(8, every=5)
+    throughput.on_train_begin()
+    for batch in range(5):
+        throughput.on_train_batch_end(batch, {})
+    # 4 steps (2-5) of 8 examples in the 2 s after step 1's end.
+    assert throughput.history == [{"examples_per_sec": 16.0}]
+
+
+def test_progress_shows_a_fraction_of_an_epoch_as_the_step_shows_it():
+    """15 examples in batches of 4 for one epoch: 3 whole batches, 0.80 of an epoch,
+    shown '0.80/0.80' (it was '0.80/0.8' beside other digits, '0.93/0.9333')."""
+    import types
+
+    import kbert.training.loop as loop_module
+
+    progress = loop_module.Progress(3, 15 / 4, every=1, stream=io.StringIO())
+    progress.set_model(types.SimpleNamespace(
+        optimizer=types.SimpleNamespace(learning_rate=0.5)))
+    progress.on_train_begin()
+    assert progress._text(3, {}).startswith("epoch 0.80/0.80  ")
+    whole = loop_module.Progress(8, 4, every=1, stream=io.StringIO())
+    whole.set_model(progress.model)
+    whole.on_train_begin()
+    assert whole._text(8, {}).startswith("epoch 2.00/2  ")
+
+
+def test_a_checkpoint_loads_ignoring_other_tensors_in_one_log_line(caplog):
+    from kbert.convert.rules import Rule, convert
+
+    tensors = {"w": np.ones((2,), "float32"),
+               **{f"cls.predictions.t{i}": np.zeros(1, "float32") for i in range(7)}}
+    with caplog.at_level(logging.INFO, logger="kbert.convert.rules"):
+        out = convert(tensors, [Rule("w", ("w",))], {"w": (2,)}, "model.safetensors",
+                      "BertEncoder", owned=lambda key: not key.startswith("cls."))
+    assert list(out) == ["w"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "model.safetensors: ignoring 7 tensor(s) not part of BertEncoder: "
+        "cls.predictions.t0, cls.predictions.t1, cls.predictions.t2, cls.predictions.t3, ..."]
