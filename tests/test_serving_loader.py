@@ -203,9 +203,9 @@ def test_the_wire_format_reader_reads_nested_maps_and_unknown_dims():
         "outputs": {}, "method_name": "tensorflow/serving/predict"}}
 
 
-def test_an_export_whose_warmup_replay_fails_leaves_no_version_folder(tmp_path):
-    """The exporter replays the warmup requests through the C++ loader inside the
-    temporary folder; a failing request leaves nothing at `export_dir`."""
+def _export_with(tmp_path, extra):
+    """save_export of an encoder's pooled output plus `extra(text)` (outputs), to
+    tmp_path/m/1; returns that path."""
     from kbert.export.base import ServingModule, save_export
 
     tokenizer = BertTokenizer(TINY_VOCAB)
@@ -215,35 +215,35 @@ def test_an_export_whose_warmup_replay_fails_leaves_no_version_folder(tmp_path):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def serve(text):
         out = encoder.features(tokenizer(text, seq_length=8), training=False)
-        fail = tf.debugging.assert_less(tf.size(text), 0, message="refused by the test")
-        with tf.control_dependencies([fail]):
-            return {"pooled_output": tf.identity(out["pooled_output"])}
+        return {"pooled_output": out["pooled_output"], **extra(text)}
 
     module.serve = serve
     export_dir = tmp_path / "m" / "1"
+    save_export(module, serve, str(export_dir), [{"text": ["a"]}], "2.21")
+    return export_dir
+
+
+def test_an_export_whose_warmup_replay_fails_leaves_no_version_folder(tmp_path):
+    """The exporter replays the warmup requests through the C++ loader inside the
+    temporary folder; a failing request leaves nothing at `export_dir`."""
+    def failing(text):
+        fail = tf.debugging.assert_less(tf.size(text), 0, message="refused by the test")
+        with tf.control_dependencies([fail]):
+            return {"n": tf.size(text)}
+
     with pytest.raises(ServingLoaderError, match="refused by the test"):
-        save_export(module, serve, str(export_dir), [{"text": ["a"]}], "2.21")
-    assert not export_dir.exists() and os.listdir(tmp_path / "m") == []
+        _export_with(tmp_path, failing)
+    assert not (tmp_path / "m" / "1").exists() and os.listdir(tmp_path / "m") == []
 
 
 def test_an_export_whose_op_check_fails_leaves_no_version_folder(tmp_path):
     """An op the server lacks (a Python function here) is found before the export is
     moved into place: UnsupportedOpError naming it, nothing at `export_dir`."""
     from kbert.export import UnsupportedOpError
-    from kbert.export.base import ServingModule, save_export
 
-    tokenizer = BertTokenizer(TINY_VOCAB)
-    encoder = _encoder()
-    module = ServingModule(encoder, tokenizer)
+    def python_op(text):
+        return {"n": tf.py_function(lambda t: tf.strings.length(t), [text], tf.int32)}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def serve(text):
-        out = encoder.features(tokenizer(text, seq_length=8), training=False)
-        n = tf.py_function(lambda t: tf.strings.length(t), [text], tf.int32)
-        return {"pooled_output": out["pooled_output"], "n": n}
-
-    module.serve = serve
-    export_dir = tmp_path / "m" / "1"
     with pytest.raises(UnsupportedOpError, match="EagerPyFunc"):
-        save_export(module, serve, str(export_dir), [{"text": ["a"]}], "2.21")
-    assert not export_dir.exists() and os.listdir(tmp_path / "m") == []
+        _export_with(tmp_path, python_op)
+    assert not (tmp_path / "m" / "1").exists() and os.listdir(tmp_path / "m") == []

@@ -46,9 +46,6 @@ def load_vocab(path: str | os.PathLike) -> list[str]:
 
 
 class BertTokenizer(Tokenizer):
-    tasks = frozenset({"glue", "squad", "ner", "pretrain"})
-    exports = frozenset({"classifier", "embeddings", "squad", "ner", "fill_mask"})
-
     """WordPiece tokenizer with BERT's normalization, in TF graph ops.
 
     Works eagerly, inside `tf.data.Dataset.map` and inside exported SavedModels.
@@ -68,6 +65,9 @@ class BertTokenizer(Tokenizer):
     >>> tok(["UNwant\\u00e9d,running"])["token_ids"].numpy().tolist()
     [[2, 5, 6, 7, 8, 9, 10, 3]]
     """
+
+    tasks = frozenset({"glue", "squad", "ner", "pretrain"})
+    exports = frozenset({"classifier", "embeddings", "squad", "ner", "fill_mask"})
 
     def __init__(self, vocab, lowercase: bool = True, strip_accents: bool | None = None,
                  seq_length: int = 128, name: str | None = None):

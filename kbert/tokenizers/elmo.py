@@ -35,11 +35,6 @@ def mark_word(mark: int, length: int) -> list[int]:
 
 
 class ELMoCharTokenizer(Tokenizer):
-    tasks = frozenset({"glue", "ner", "pretrain"})
-    # The classifier and ner signatures pack subword pieces in the graph; ELMo's task
-    # heads read each word's characters (and pairs as two inputs): not exported yet.
-    exports = frozenset({"elmo"})
-
     """Texts (or lists of words) -> bilm-tf's character ids (see the module docstring).
 
     Args:
@@ -50,6 +45,11 @@ class ELMoCharTokenizer(Tokenizer):
     >>> tok(["hi there"])["char_ids"].numpy()[0, 0].tolist()
     [259, 105, 106, 260, 261, 261]
     """
+
+    tasks = frozenset({"glue", "ner", "pretrain"})
+    # The classifier and ner signatures pack subword pieces in the graph; ELMo's task
+    # heads read each word's characters (and pairs as two inputs): not exported yet.
+    exports = frozenset({"elmo"})
 
     def __init__(self, max_characters_per_token: int = 50, name: str | None = None):
         super().__init__(name=name)

@@ -176,9 +176,9 @@ def read_pair_format(path: str, config: dict | None = None) -> dict:
     return {}
 
 
-class GPTTokenizer(TaskTokens, Tokenizer):
-    tasks = frozenset({"glue", "pretrain"})
-    exports = frozenset({"classifier", "embeddings", "generate"})
+class HeldBpe:
+    """The vocabulary and merges of a BPE tokenizer, kept in `self._held`
+    (`kbert.tokenizers.base.Held`: outside TensorFlow's object tracking)."""
 
     @property
     def _vocabulary(self) -> dict:
@@ -188,6 +188,8 @@ class GPTTokenizer(TaskTokens, Tokenizer):
     def _merges(self) -> list:
         return self._held.merges
 
+
+class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
     """GPT-2's byte-level BPE, in-graph (see the module docstring).
 
     Args:
@@ -208,6 +210,9 @@ class GPTTokenizer(TaskTokens, Tokenizer):
     >>> tok.detokenize([[2, 4]]).numpy().tolist()
     [b'ab ab']
     """
+
+    tasks = frozenset({"glue", "pretrain"})
+    exports = frozenset({"classifier", "embeddings", "generate"})
 
     def __init__(self, vocabulary, merges, seq_length: int = 1024,
                  special_tokens_in_text: bool = False, pair_format: str = "entailment",

@@ -18,24 +18,14 @@ import tensorflow as tf
 from kbert.io import read_json
 from kbert.tokenizers.base import Held, Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
-from kbert.tokenizers.gpt import (MergeTable, TaskTokens, bpe_assets, merge_rounds,
+from kbert.tokenizers.gpt import (HeldBpe, MergeTable, TaskTokens, bpe_assets, merge_rounds,
                                   read_merges, read_pair_format)
 from kbert.tokenizers.packing import pack_decoder
 
 WORD_END = "</w>"
 
 
-class GPT1Tokenizer(TaskTokens, Tokenizer):
-    tasks = frozenset({"glue", "pretrain"})
-
-    @property
-    def _vocabulary(self) -> dict:
-        return self._held.vocabulary
-
-    @property
-    def _merges(self) -> list:
-        return self._held.merges
-
+class GPT1Tokenizer(HeldBpe, TaskTokens, Tokenizer):
     """GPT-1's BPE (see the module docstring).
 
     Args:
@@ -48,6 +38,8 @@ class GPT1Tokenizer(TaskTokens, Tokenizer):
             them), how `__call__` packs pairs: "entailment" or "similarity"
             (`kbert.tokenizers.gpt.TaskTokens`).
     """
+
+    tasks = frozenset({"glue", "pretrain"})
 
     def __init__(self, vocabulary, merges, unk_token: str = "<unk>", seq_length: int = 512,
                  pair_format: str = "entailment", name: str | None = None):
