@@ -3,20 +3,15 @@
 `import tensorflow` writes lines such as "WARNING: All log messages before
 absl::InitializeLog() is called are written to STDERR" and "I0000 ... oneDNN custom
 operations are on" straight to file descriptor 2 from C++, before any Python logging
-exists and whatever TF_CPP_MIN_LOG_LEVEL says. For `python -m kbert...` without
-`--verbose`, kbert imports TensorFlow with descriptor 2 pointed at a temporary file; if
-the import fails, what it wrote is replayed before the exception, so nothing is lost.
+exists and whatever TF_CPP_MIN_LOG_LEVEL says. kbert's command lines, after parsing
+their flags and without `--verbose` (`kbert.cli.run_command`, the demos), import
+TensorFlow with descriptor 2 pointed at a temporary file; if the import fails, what it
+wrote is replayed before the exception, so nothing is lost.
 """
 
 import os
 import sys
 import tempfile
-
-
-def run_as_command() -> bool:
-    """True while `python -m kbert...` imports the package (Python sets sys.argv[0] to
-    "-m" while it locates the module), unless --verbose is among the flags."""
-    return sys.argv[:1] == ["-m"] and "--verbose" not in sys.argv
 
 
 def quiet_import_tensorflow() -> None:

@@ -100,6 +100,9 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--output_dir", default=None, help="where to save (default: a temp dir)")
     args = parser.parse_args(argv)
+    from kbert import _startup
+
+    _startup.quiet_import_tensorflow()  # TensorFlow's start-up lines off the terminal
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     run(train_size=args.train_size, epochs=args.epochs, output_dir=args.output_dir)
 

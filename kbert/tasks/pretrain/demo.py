@@ -89,6 +89,9 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=float, default=10.0)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
+    from kbert import _startup
+
+    _startup.quiet_import_tensorflow()  # TensorFlow's start-up lines off the terminal
     run(args.output_dir, pretrain_steps=args.pretrain_steps,
         train_paragraphs=args.train_paragraphs, epochs=args.epochs, seed=args.seed)
     return 0
