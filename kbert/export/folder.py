@@ -11,7 +11,12 @@ from __future__ import annotations
 import json
 import os
 
+from typing import TYPE_CHECKING
+
 from kbert.io import atomic_file, read_json
+
+if TYPE_CHECKING:  # imported where used: `--help` needs no Keras
+    import keras
 
 TASK_FILE = "kbert_task.json"
 TASKS = ("classifier", "squad", "ner", "embeddings", "generate", "elmo", "fill_mask")
@@ -19,7 +24,7 @@ TASKS = ("classifier", "squad", "ner", "embeddings", "generate", "elmo", "fill_m
 MODEL_TASKS = ("generate", "elmo", "fill_mask")
 
 
-def weights_only(model: "keras.Model") -> "keras.Model":
+def weights_only(model: keras.Model) -> keras.Model:
     """`model` without its optimizer: an uncompiled clone with the same weights. A
     compiled model's `.keras` file also holds the optimizer's slots (twice the weights
     for Adam); the task folder keeps the weights, the checkpoints keep the optimizer."""

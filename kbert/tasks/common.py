@@ -6,7 +6,6 @@ translate the command lines' flags into them."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import logging
 
@@ -17,8 +16,6 @@ from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
 from kbert.models import registry
 from kbert.models.bert.encoder import init_sinusoidal_positions
 from kbert.cli import UsageError
-from kbert.tasks.flags import (MODEL_HELP, add_model_flags,  # noqa: F401 (re-exported)
-                               add_training_flags)
 from kbert.tokenizers.base import Tokenizer
 
 logger = logging.getLogger(__name__)

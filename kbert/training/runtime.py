@@ -10,7 +10,6 @@ import keras
 import tensorflow as tf
 
 from kbert.training.distribute import resolve_strategy
-from kbert.training.flags import add_runtime_flags  # noqa: F401 (re-exported)
 from kbert.training.loop import compile_model
 from kbert.training.precision import set_precision
 
