@@ -51,3 +51,12 @@ def merge_masks(*masks):
         m = ops.cast(m, "bool")
         out = m if out is None else ops.logical_and(out, m)
     return out
+
+
+def positions_from_mask(padding_mask):
+    """int [B, T] padding mask -> int32 [B, T] positions counted from each row's first
+    real token (0 on padding before it). Right-padded rows get 0..T-1 on their tokens,
+    left-padded ones too: a prompt's positions do not depend on its padding, as in
+    Hugging Face's `generate` (position ids from the attention mask's cumulative sum)."""
+    mask = ops.cast(padding_mask, "int32")
+    return ops.maximum(ops.cumsum(mask, axis=1) - 1, 0)

@@ -18,8 +18,8 @@ import tensorflow as tf
 from kbert.io import read_json
 from kbert.tokenizers.base import Held, Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
-from kbert.tokenizers.gpt import (HeldBpe, MergeTable, TaskTokens, bpe_assets, merge_rounds,
-                                  read_merges, read_pair_format)
+from kbert.tokenizers.bpe import HeldBpe, MergeTable, bpe_assets, merge_rounds, read_merges
+from kbert.tokenizers.task_tokens import TaskTokens, read_pair_format
 from kbert.tokenizers.packing import pack_decoder
 
 WORD_END = "</w>"
@@ -36,9 +36,10 @@ class GPT1Tokenizer(HeldBpe, TaskTokens, Tokenizer):
         pair_format: with the task tokens in the vocabulary (`with_task_tokens`; ids
             40,478 to 40,480 for openai-gpt, as OpenAI's finetune-transformer-lm appends
             them), how `__call__` packs pairs: "entailment" or "similarity"
-            (`kbert.tokenizers.gpt.TaskTokens`).
+            (`kbert.tokenizers.task_tokens.TaskTokens`).
     """
 
+    family = "gpt"
     tasks = frozenset({"glue", "pretrain"})
 
     def __init__(self, vocabulary, merges, unk_token: str = "<unk>", seq_length: int = 512,

@@ -10,19 +10,10 @@ from keras import ops
 
 from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import normal
-from kbert.layers.masks import key_mask
+from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
 from kbert.models.gpt.config import GPTConfig
 from kbert.models.interface import TransformerSizes, dtype_from_config
-
-
-def positions_from_mask(padding_mask):
-    """int [B, T] padding mask -> int32 [B, T] positions counted from each row's first
-    real token (0 on padding before it). Right-padded rows get 0..T-1 on their tokens,
-    left-padded ones too: a prompt's positions do not depend on its padding, as in
-    Hugging Face's `generate` (position ids from the attention mask's cumulative sum)."""
-    mask = ops.cast(padding_mask, "int32")
-    return ops.maximum(ops.cumsum(mask, axis=1) - 1, 0)
 
 
 @keras.saving.register_keras_serializable(package="kbert")

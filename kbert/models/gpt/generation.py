@@ -39,7 +39,7 @@ import tensorflow as tf
 from keras import ops
 
 from kbert.layers.dense import separate_bias_add
-from kbert.models.gpt.decoder import positions_from_mask
+from kbert.layers.masks import positions_from_mask
 
 logger = logging.getLogger(__name__)
 

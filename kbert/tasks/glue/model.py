@@ -3,46 +3,8 @@
 from __future__ import annotations
 
 import keras
-from keras import ops
 
-from kbert.layers.initializers import truncated_normal
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class ClassifierHead(keras.layers.Layer):
-    """Dropout then one dense layer on `pooled_output` (the [CLS] vector after the
-    pooler), as in the BERT paper's section 4.1; the outputs are float32.
-
-    Args:
-        num_outputs: number of classes, or 1 for regression.
-        dropout: dropout rate before the dense layer (the encoder's, 0.1 for BERT).
-    """
-
-    def __init__(self, num_outputs: int, dropout: float = 0.1, initializer_range=0.02,
-                 **kwargs):
-        super().__init__(**kwargs)
-        self.num_outputs = int(num_outputs)
-        self.rate = float(dropout)
-        self.initializer_range = initializer_range
-        self.dropout = keras.layers.Dropout(self.rate, name="dropout")
-        self.dense = keras.layers.Dense(self.num_outputs,
-                                        kernel_initializer=truncated_normal(initializer_range),
-                                        dtype="float32", name="dense")
-
-    def build(self, input_shape):
-        self.dense.build(input_shape)
-        self.built = True
-
-    def call(self, pooled_output, training=None):
-        x = self.dropout(pooled_output, training=training)
-        return self.dense(ops.cast(x, "float32"))
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.num_outputs)
-
-    def get_config(self):
-        return {**super().get_config(), "num_outputs": self.num_outputs,
-                "dropout": self.rate, "initializer_range": self.initializer_range}
+from kbert.layers.heads import ClassifierHead
 
 
 def build_classifier(encoder, num_labels: int, regression: bool = False) -> keras.Model:

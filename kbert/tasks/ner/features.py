@@ -16,7 +16,7 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
-IGNORE = -1
+from kbert.layers.heads import IGNORE_LABEL as IGNORE
 
 
 @dataclasses.dataclass

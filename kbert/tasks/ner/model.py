@@ -4,34 +4,12 @@
 from __future__ import annotations
 
 import keras
-from keras import ops
 
+from kbert.layers.heads import BoolMask, StopGradient
 from kbert.layers.initializers import truncated_normal
 from kbert.layers.scalar_mix import ScalarMix
 
 from kbert.tasks.flags import LAYER_CHOICES  # noqa: E402 (the flag choices, TF-free)
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class _BoolMask(keras.layers.Layer):
-    """padding_mask (int) -> bool mask for the LSTMs."""
-
-    def call(self, padding_mask):
-        return ops.cast(padding_mask, "bool")
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class _StopGradient(keras.layers.Layer):
-    """Feature-based use: the encoder's features are fixed inputs of the head."""
-
-    def call(self, x):
-        return ops.stop_gradient(x)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
 
 
 def select_layers(hidden_states, layers: str):
@@ -91,9 +69,9 @@ def build_model(encoder, labels, mode: str = "finetune", layers: str = "concat_l
         x = encoder.features(inputs)["sequence_output"]
     elif mode == "feature":
         hidden = encoder.features(inputs, training=False)["hidden_states"]
-        x = select_layers([_StopGradient(name=f"features_{i}")(h) for i, h in enumerate(hidden)],
+        x = select_layers([StopGradient(name=f"features_{i}")(h) for i, h in enumerate(hidden)],
                           layers)
-        mask = _BoolMask(name="mask")(inputs["padding_mask"])
+        mask = BoolMask(name="mask")(inputs["padding_mask"])
         for i in range(2):
             x = keras.layers.Bidirectional(
                 keras.layers.LSTM(lstm_units, return_sequences=True), name=f"bilstm_{i + 1}")(

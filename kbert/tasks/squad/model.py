@@ -3,42 +3,8 @@
 from __future__ import annotations
 
 import keras
-from keras import ops
 
-from kbert.layers.initializers import truncated_normal
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class SpanHead(keras.layers.Layer):
-    """One dense layer to two logits per token: the S and E vectors of the BERT paper
-    (section 4.2); P(start = i) = softmax_i(S . T_i). Logits are float32.
-
-    Call args:
-        sequence_output: float Tensor [batch_size, seq_length, hidden_size].
-
-    Returns:
-        (start_logits, end_logits), float32 Tensors [batch_size, seq_length].
-    """
-
-    def __init__(self, initializer_range=0.02, **kwargs):
-        super().__init__(**kwargs)
-        self.initializer_range = initializer_range
-        self.dense = keras.layers.Dense(2, kernel_initializer=truncated_normal(initializer_range),
-                                        dtype="float32", name="dense")
-
-    def build(self, input_shape):
-        self.dense.build(input_shape)
-        self.built = True
-
-    def call(self, sequence_output):
-        logits = self.dense(ops.cast(sequence_output, "float32"))  # (B, T, 2)
-        return logits[..., 0], logits[..., 1]
-
-    def compute_output_shape(self, input_shape):
-        return tuple(input_shape[:-1]), tuple(input_shape[:-1])
-
-    def get_config(self):
-        return {**super().get_config(), "initializer_range": self.initializer_range}
+from kbert.layers.heads import SpanHead
 
 
 def build_model(encoder) -> keras.Model:
