@@ -16,7 +16,7 @@ import kbert
 from glue_fixtures import COLORS, synthetic_similarity, write_task
 from kbert.models.elmo.lm import ELMoLanguageModel, WordVocabulary, bilm_dataset
 from kbert.tasks.glue import __main__ as cli
-from kbert.tasks.glue.elmo import MaskedPooling, PairFeatures, encode_texts
+from kbert.models.elmo.tasks import MaskedPooling, PairFeatures, encode_texts
 from kbert.tasks.glue.tasks import get_task
 
 
@@ -126,5 +126,6 @@ def test_elmo_refuses_export(bilm_folder, tmp_path, capsys):
                   "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "out"),
                   "--export_dir", str(tmp_path / "serving" / "1")])
     assert err.value.code == 2
-    assert "--export_dir: the classifier SavedModel takes BERT and GPT" in \
-        capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--export_dir: the classifier SavedModel takes bert, gpt" in err
+    assert "models; elmo exports elmo (the run writes the task folder, model.keras)" in err

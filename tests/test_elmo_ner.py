@@ -13,7 +13,7 @@ import pytest
 import kbert
 from kbert.models.elmo.lm import ELMoLanguageModel, WordVocabulary, bilm_dataset
 from kbert.tasks.ner import __main__ as cli
-from kbert.tasks.ner.elmo import word_windows
+from kbert.models.elmo.tasks import word_windows
 from ner_fixtures import make_sentences, write_conll
 
 
@@ -89,8 +89,8 @@ def test_ner_command_with_a_package_trained_bilm(bilm_folder, tmp_path):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--mode", "finetune"], "--mode finetune: ELMo is used feature-based"),
-    (["--export_dir", "x/1"], "--export_dir: the ner SavedModel takes BERT models only"),
+    (["--mode", "finetune"], "--mode finetune: elmo is used feature-based"),
+    (["--export_dir", "x/1"], "--export_dir: the ner SavedModel takes bert"),
 ])
 def test_flags_elmo_refuses(bilm_folder, tmp_path, capsys, flags, message):
     train = write_conll(str(tmp_path / "eng.train"), make_sentences(10, seed=0))

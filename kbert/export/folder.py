@@ -44,7 +44,7 @@ def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **sett
     from kbert.models.interface import find_encoder
 
     encoder = find_encoder(model)
-    family = encoder.family if encoder is not None else "bert"
+    family = encoder.family if encoder is not None else getattr(tokenizer, "family", "")
     os.makedirs(path, exist_ok=True)
     tokenizer.save_pretrained(path)
     target = os.path.join(path, "model.keras")
@@ -58,34 +58,26 @@ def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **sett
 
 def load_task_folder(path: str):
     """(task, model, tokenizer, settings) from a task folder."""
-    import importlib
-
+    import kbert.layers.heads  # noqa: F401 (registers the task heads with Keras)
     from kbert.models import registry
-
-    for module in ("kbert.tasks.squad", "kbert.tasks.glue", "kbert.tasks.ner",
-                   "kbert.tasks.glue.elmo", "kbert.tasks.ner.elmo"):
-        try:  # registers the task heads for deserialization
-            importlib.import_module(module)
-        except ModuleNotFoundError:
-            pass
 
     task_file = os.path.join(path, TASK_FILE)
     if not os.path.exists(task_file):
         raise FileNotFoundError(
             f"{path}: no {TASK_FILE}; --model_dir must be the --output_dir of a kbert task "
-            "run (or, for --task embeddings, a BERT folder)")
+            "run (or, for --task embeddings, a model folder of any family)")
     info = read_json(task_file)
     for key in ("task", "settings"):
         if key not in info:
             raise ValueError(f"{task_file}: missing field {key!r}")
-    family = registry.get_family(info.get("family", "bert"))  # older folders: BERT
+    family = registry.get_family(info.get("family", registry.DEFAULT_FAMILY))  # older folders
+    family.import_hooks()  # the family's own task layers, for Keras
     import keras
 
     model = keras.saving.load_model(os.path.join(path, "model.keras"), compile=False)
-    if info.get("family") == "gpt":  # GPT classifiers' auxiliary LM loss, linked again
-        from kbert.tasks.glue.gpt import link_auxiliary_losses
-
-        link_auxiliary_losses(model)
+    after_load = family.hook("after_load")  # e.g. GPT's auxiliary LM loss, linked again
+    if after_load is not None:
+        model = after_load(model)
     tokenizer = family.tokenizer_class.from_pretrained(path)
     return info["task"], model, tokenizer, dict(info["settings"])
 
@@ -104,60 +96,72 @@ def check_exportable(model_dir: str, task: str) -> None:
     if task not in ("embeddings", saved) and task not in MODEL_TASKS:
         raise ValueError(f"{model_dir}: a {saved!r} model cannot be exported as --task {task} "
                          f"(use --task {saved} or embeddings)")
-    family = registry.get_family(info.get("family", "bert"))
+    family = registry.get_family(info.get("family", registry.DEFAULT_FAMILY))
     exports = family.tokenizer_class.exports
     if task not in exports:
         raise ValueError(f"--model_dir {model_dir}: the {family.name} model of this {saved} "
                          f"folder cannot be exported as --task {task}; {family.name} models export "
-                         f"{', '.join(sorted(exports))} (the classifier and ner signatures "
-                         "pack subword pieces in the graph; ELMo's heads read characters)")
+                         f"{', '.join(sorted(exports))} (`Tokenizer.exports`: the signatures "
+                         "whose inputs its tokenizer prepares in the graph)")
+
+
+# What each model-folder export loads: the family's causal LM, its encoder with the
+# masked-LM head, or its encoder.
+_MODEL_TASK_CLASS = {"generate": ("language_model_class", "a causal language model"),
+                     "fill_mask": ("masked_lm_class", "a masked-LM head"),
+                     "elmo": ("encoder_class", "feature layers")}
+
+
+def _model_folder(model_dir: str, task: str):
+    """(family, model, tokenizer) of a model folder for the export `task` (one of
+    MODEL_TASKS), or one error line naming the families that export it."""
+    from kbert.models import registry
+
+    family = registry.family_of_folder(model_dir)
+    attribute, what = _MODEL_TASK_CLASS[task]
+    model_class = getattr(family, attribute)
+    if task not in family.tokenizer_class.exports or model_class is None:
+        able = [f.name for f in registry.all_families()
+                if task in f.tokenizer_class.exports and getattr(f, attribute) is not None]
+        raise ValueError(f"{model_dir}: --task {task} needs a {' or '.join(able)} folder "
+                         f"({what}), this one holds a {family.name!r} model")
+    model = model_class.from_pretrained(model_dir)
+    tokenizer = getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        try:
+            tokenizer = family.tokenizer_class.from_pretrained(model_dir)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"{model_dir}: no tokenizer files ({e})") from None
+    return family, model, tokenizer
+
+
+def _export_model_task(task, model, tokenizer, export_dir, version, seq_length, generation):
+    import importlib
+
+    module, function = {"elmo": ("kbert.export.elmo_graph", "export_elmo"),
+                        "fill_mask": ("kbert.export.fill_mask_graph", "export_fill_mask"),
+                        "generate": ("kbert.export.generate_graph", "export_generate")}[task]
+    options = {"fill_mask": {"top_k": generation.get("top_k") or 5,
+                             "seq_length": seq_length or 128},
+               "generate": generation}.get(task, {})
+    exporter = getattr(importlib.import_module(module), function)
+    return exporter(model, tokenizer, export_dir, serving_version=version, **options)
 
 
 def export_from_folder(model_dir: str, task: str, export_dir: str, *,
                        serving_version: str | None = None, seq_length: int | None = None,
                        generation: dict | None = None) -> str:
     """Exports the model of a task folder (or, for "embeddings", a model folder of any
-    registered family; for "generate", a GPT folder with its tokenizer, decoding with
-    the `generation` settings of `export_generate`)."""
+    registered family; for MODEL_TASKS, a model folder of a family that exports the
+    task: "generate" decodes with the `generation` settings of `export_generate`)."""
     from kbert.export import ops as ops_lib
     from kbert.export import saved_model
 
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
-    if task == "elmo":
-        from kbert.export.elmo_graph import export_elmo
-        from kbert.models.registry import family_of_folder
-
-        family = family_of_folder(model_dir)
-        if family.name != "elmo":
-            raise ValueError(f"{model_dir}: --task elmo needs an ELMo folder (options.json "
-                             f"and the weight .hdf5), this one holds a {family.name!r} model")
-        model = family.encoder_class.from_pretrained(model_dir)
-        return export_elmo(model, family.tokenizer_class.from_pretrained(model_dir),
-                           export_dir, serving_version=version)
-    if task == "fill_mask":
-        from kbert.export.fill_mask_graph import export_fill_mask
-        from kbert.models.bert.pretrainer import BertPretrainer
-        from kbert.tokenizers.bert import BertTokenizer
-
-        model = BertPretrainer.from_pretrained(model_dir)
-        return export_fill_mask(model, BertTokenizer.from_pretrained(model_dir), export_dir,
-                                top_k=(generation or {}).get("top_k") or 5,
-                                seq_length=seq_length or 128, serving_version=version)
-    if task == "generate":
-        from kbert.export.generate_graph import export_generate
-        from kbert.models.gpt import GPTLanguageModel
-        from kbert.models.registry import family_of_folder
-
-        family = family_of_folder(model_dir)
-        if family.name != "gpt":
-            raise ValueError(f"{model_dir}: --task generate needs a GPT folder, this one "
-                             f"holds a {family.name!r} model")
-        lm = GPTLanguageModel.from_pretrained(model_dir)
-        if lm.tokenizer is None:
-            raise FileNotFoundError(f"{model_dir}: no tokenizer files (vocab.json + "
-                                    "merges.txt, or encoder.json + vocab.bpe)")
-        return export_generate(lm, lm.tokenizer, export_dir, serving_version=version,
-                               **(generation or {}))
+    if task in MODEL_TASKS:
+        _, model, tokenizer = _model_folder(model_dir, task)
+        return _export_model_task(task, model, tokenizer, export_dir, version, seq_length,
+                                  generation or {})
     if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
         from kbert.models.registry import family_of_folder
 

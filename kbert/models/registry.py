@@ -7,7 +7,17 @@
 
 A new family registers itself once (`register_family`) in its package's
 `__init__`; the task commands and `python -m kbert.export` then find it by name
-(`--model NAME`) or from a saved folder (`family_of_folder`).
+(`--model NAME`), from a saved folder (`family_of_folder`) or from a model or tokenizer
+(`family_of`), and ask it, never a family name, what to do:
+- `family.hook(name)`: the family's own step for a task, from its hooks module
+  (`Family.hooks`, imported on first use), or None where the generic step applies.
+  Hooks a family may define: `scratch_tokenizer`, `scratch_encoder` (training from
+  scratch), `glue_tokenizer`, `glue_model`, `glue_encode`, `glue_examples`,
+  `ner_features`, `after_load` (a task folder's model, loaded). Importing the hooks
+  module also registers the family's task layers for Keras' deserialization.
+- `family.language_model_class`, `family.masked_lm_class`: the causal LM and the
+  encoder with its masked-LM head, where the family has them.
+- `family.feature_based`: the encoder is used frozen (ELMo), never fine-tuned.
 """
 
 from __future__ import annotations
@@ -31,6 +41,13 @@ class Family:
         recognizes: folder -> bool, for the reference implementations' folders
             (Hugging Face, Google, OpenAI, bilm-tf) that carry no `kbert_model` key.
         aliases: older `kbert_model` values that mean this family.
+        description: one line for the command lines' `--model` help.
+        language_model_class: the causal LM class (`from_pretrained`), or None.
+        masked_lm_class: the encoder with its masked-LM head (`from_pretrained`), or None.
+        hooks: the module of the family's task hooks (see the module docstring).
+        folder_hint: where a folder of this family comes from, for the error a command
+            gives when the family has no `scratch_encoder` hook and no folder was given.
+        feature_based: the encoder is used frozen (its tasks train a head on features).
     """
 
     name: str
@@ -39,9 +56,33 @@ class Family:
     tokenizer_class: type
     recognizes: Callable[[str], bool] | None = None
     aliases: tuple[str, ...] = ()
+    description: str = ""
+    language_model_class: type | None = None
+    masked_lm_class: type | None = None
+    hooks: str | None = None
+    folder_hint: str = ""
+    feature_based: bool = False
+
+    def hook(self, name: str):
+        """The family's hook `name` (a function), or None where it has none."""
+        if self.hooks is None:
+            return None
+        import importlib
+
+        return getattr(importlib.import_module(self.hooks), name, None)
+
+    def import_hooks(self) -> None:
+        """Imports the hooks module (registering the family's task layers with Keras)."""
+        if self.hooks is not None:
+            import importlib
+
+            importlib.import_module(self.hooks)
 
 
 _FAMILIES: dict[str, Family] = {}
+# The family a task command trains from scratch when neither --model nor --init_from
+# names one.
+DEFAULT_FAMILY = "bert"
 # The families kbert ships; each registers itself when its package is imported, which
 # the look-ups below make sure of (`import kbert` no longer imports them up front).
 BUILTIN = ("kbert.models.bert", "kbert.models.gpt", "kbert.models.elmo")
@@ -109,3 +150,28 @@ def family_of_folder(path: str | os.PathLike) -> Family:
             return family
     raise FileNotFoundError(f"{path}: not a model folder of a known family "
                             f"({', '.join(families())})")
+
+
+def family_of(obj) -> Family:
+    """The family of a model, encoder or tokenizer: its `family` attribute (an
+    `EncoderModel` or `Tokenizer` sets it), else that of the encoder inside a model,
+    else the family whose encoder or tokenizer class it is an instance of."""
+    name = getattr(obj, "family", None)
+    if not name:
+        from kbert.models.interface import find_encoder
+
+        name = getattr(find_encoder(obj), "family", None)
+    if not name:
+        _load_builtin()
+        for family in _FAMILIES.values():
+            if isinstance(obj, (family.tokenizer_class, family.encoder_class)):
+                return family
+    if not name:
+        raise ValueError(f"{type(obj).__name__}: not a model or tokenizer of a registered "
+                         f"family (no `family` attribute)")
+    return get_family(name)
+
+
+def all_families() -> list[Family]:
+    _load_builtin()
+    return [_FAMILIES[name] for name in sorted(_FAMILIES)]

@@ -12,10 +12,8 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
-from kbert.models import registry
-from kbert.models.bert.encoder import init_sinusoidal_positions
 from kbert.cli import UsageError
+from kbert.models import registry
 from kbert.tokenizers.base import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -46,46 +44,53 @@ def trim_multiple(trim_padding: int, strategy, seq_length: int) -> int:
     return trim_padding
 
 
-def build_tokenizer(texts, *, init_from: str | None = None, lowercase: bool | None = None,
-                    default_lowercase: bool = True, vocab_size: int = 8000,
-                    seq_length: int = 128) -> Tokenizer:
+def _scratch_hook(family, hook: str):
+    make = family.hook(hook)
+    if make is None:
+        raise UsageError(f"--model {family.name} needs --init_from a {family.name} folder "
+                         f"(kbert has no {family.name} vocabulary to train one from "
+                         f"scratch; e.g. {family.folder_hint or 'a folder of that family'})")
+    return make
+
+
+def build_tokenizer(texts, *, init_from: str | None = None, family: str | None = None,
+                    lowercase: bool | None = None, default_lowercase: bool = True,
+                    vocab_size: int = 8000, seq_length: int = 128) -> Tokenizer:
     """The tokenizer of the model folder `init_from` (any registered family), or, from
-    scratch, a `BertTokenizer` with a WordPiece vocabulary of about `vocab_size` learned
-    from `texts`. `lowercase` overrides the folder's casing (None: the folder's, or
+    scratch, the `scratch_tokenizer` of `family` (default: the registry's default
+    family, BERT: a WordPiece vocabulary of about `vocab_size` learned from `texts`).
+    `lowercase` overrides the folder's casing (None: the folder's, or
     `default_lowercase` from scratch)."""
     if init_from:
-        family = registry.family_of_folder(init_from)
+        found = registry.family_of_folder(init_from)
         options = {"seq_length": seq_length}
         if lowercase is not None:
             options["lowercase"] = lowercase
-        return family.tokenizer_class.from_pretrained(init_from, **options)
-    lowercase = default_lowercase if lowercase is None else lowercase
-    vocab = build_vocab(list(dict.fromkeys(texts)), vocab_size=vocab_size, min_count=1,
-                        lowercase=lowercase)
-    return BertTokenizer(vocab, lowercase=lowercase, seq_length=seq_length)
+        return found.tokenizer_class.from_pretrained(init_from, **options)
+    make = _scratch_hook(registry.get_family(family or registry.DEFAULT_FAMILY),
+                         "scratch_tokenizer")
+    return make(texts, lowercase=default_lowercase if lowercase is None else lowercase,
+                vocab_size=vocab_size, seq_length=seq_length)
 
 
 def build_encoder(tokenizer, *, init_from: str | None = None, preset: str = "demo",
                   demo_config: dict | None = None, seq_length: int = 128,
                   position_init: str = "normal"):
-    """The encoder of the model folder `init_from` (any registered family), or a new
-    BERT of `preset` ("demo": `demo_config`) sized to the tokenizer's vocabulary, whose
+    """The encoder of the model folder `init_from` (any registered family), or, from
+    scratch, a new one of the tokenizer's family (its `scratch_encoder` hook) of
+    `preset` ("demo": `demo_config`) sized to the tokenizer's vocabulary, whose
     position embeddings start as `position_init` says ("normal" or "sinusoidal")."""
     if init_from:
         return registry.family_of_folder(init_from).encoder_class.from_pretrained(init_from)
-    overrides = dict(vocab_size=tokenizer.vocab_size,
-                     max_position_embeddings=max(seq_length, 64))
-    config = (BertConfig(**(demo_config or {}), **overrides) if preset == "demo"
-              else BertConfig.preset(preset, **overrides))
-    encoder = BertEncoder(config)
-    if position_init == "sinusoidal":
-        init_sinusoidal_positions(encoder)
-    return encoder
+    make = _scratch_hook(registry.family_of(tokenizer), "scratch_encoder")
+    return make(tokenizer, preset=preset, demo_config=demo_config, seq_length=seq_length,
+                position_init=position_init)
 
 
 def tokenizer_options(args, default_lowercase: bool = True) -> dict:
     """`build_tokenizer`'s arguments from the model flags."""
-    return dict(init_from=args.init_from, default_lowercase=default_lowercase,
+    return dict(init_from=args.init_from, family=getattr(args, "model", None),
+                default_lowercase=default_lowercase,
                 lowercase=None if args.do_lower_case is None else bool(args.do_lower_case),
                 vocab_size=args.vocab_size, seq_length=args.max_seq_length)
 
@@ -128,57 +133,77 @@ def model_positions(init_from: str | None) -> int | None:
 
 
 def model_family(args) -> str:
-    """The family a task command runs: --model, else that of --init_from, else bert."""
+    """The family a task command runs: --model, else that of --init_from, else the
+    registry's default (the family trained from scratch)."""
     if getattr(args, "model", None):
         return args.model
     init_from = getattr(args, "init_from", None)
     if init_from and os.path.isdir(init_from):
         return registry.family_of_folder(init_from).name
-    return "bert"
+    return registry.DEFAULT_FAMILY
 
 
-def check_model_flag(args) -> None:
-    """--model against --init_from: the same family, and GPT only from a folder."""
+def check_model_flag(args, task: str | None = None) -> None:
+    """--model: a registered family, one that runs `task` (`check_task_support`), the
+    same as --init_from's, and one that trains from scratch when no folder is given."""
     model, init_from = getattr(args, "model", None), getattr(args, "init_from", None)
     if not model:
         return
+    try:
+        family = registry.get_family(model)
+    except ValueError:
+        raise UsageError(f"--model {model}: not a model family; choose from "
+                         f"{', '.join(registry.families())}") from None
+    if task is not None and not init_from:
+        check_task_support(args, task)
     if init_from:
         if not os.path.isdir(init_from):
             raise FileNotFoundError(f"--init_from {init_from}: no such folder")
-        family = registry.family_of_folder(init_from).name
-        if family != model:
-            raise UsageError(f"--model {model}: --init_from {init_from} holds a {family} "
+        found = registry.family_of_folder(init_from).name
+        if found != family.name:
+            raise UsageError(f"--model {model}: --init_from {init_from} holds a {found} "
                              "model")
-    elif model != "bert":
-        raise UsageError(f"--model {model} needs --init_from a {model} folder (kbert has no "
-                         f"{model} vocabulary to train one from scratch; e.g. " + (
-                             "Hugging Face's gpt2 or OpenAI's GPT-2 release)" if model == "gpt"
-                             else "a bilm-tf / AllenNLP ELMo folder, or one that "
-                                  "ELMoLanguageModel.save_pretrained wrote)"))
+    else:
+        _scratch_hook(family, "scratch_encoder")
 
 
 def check_task_support(args, task: str) -> None:
     """The family of --init_from (or --model) can run `task` (its tokenizer lists it in
-    `Tokenizer.tasks`), else one UsageError line naming the family."""
+    `Tokenizer.tasks`), else one UsageError line naming the family and those that can."""
     family = registry.get_family(model_family(args))
     tasks = family.tokenizer_class.tasks
     if task not in tasks:
         source = (f"--init_from {args.init_from} holds a {family.name} model"
                   if getattr(args, "init_from", None) else f"--model {family.name}")
+        able = [f.name for f in registry.all_families() if task in f.tokenizer_class.tasks]
         raise UsageError(f"{source}: kbert runs {task} on models whose tokenizer gives "
-                         f"{TASK_NEEDS.get(task, 'what the task needs')}; "
+                         f"{TASK_NEEDS.get(task, 'what the task needs')} ({', '.join(able)}); "
                          f"{family.name} runs {', '.join(sorted(tasks))}")
 
 
-TASK_NEEDS = {"squad": "character offsets (BERT's WordPiece)",
-              "ner": "words aligned with its tokens (BERT's WordPiece, ELMo's characters)"}
+def check_export_support(args, export: str) -> None:
+    """--export_dir: the family's tokenizer prepares the `export` SavedModel's inputs in
+    the graph (it lists it in `Tokenizer.exports`), else one UsageError line."""
+    family = registry.get_family(model_family(args))
+    exports = family.tokenizer_class.exports
+    if export not in exports:
+        able = [f.name for f in registry.all_families() if export in f.tokenizer_class.exports]
+        raise UsageError(f"--export_dir: the {export} SavedModel takes {', '.join(able)} "
+                         f"models; {family.name} exports {', '.join(sorted(exports)) or 'none'} "
+                         "(the run writes the task folder, model.keras)")
 
 
-def check_training_flags(args, specials: int = 2, model_flag: bool = True,
-                         task: str | None = None) -> None:
+TASK_NEEDS = {"squad": "character offsets",
+              "ner": "words aligned with its tokens"}
+
+
+def check_training_flags(args, specials: int | None = None, model_flag: bool = True,
+                         task: str | None = None, pair: bool = False) -> None:
     """Batch sizes, epochs and the sequence length, before any work or file; with
     `model_flag`, --model against --init_from (`check_model_flag`); with `task`, that
-    the family runs it (`check_task_support`)."""
+    the family runs it (`check_task_support`). `specials`: the special tokens each
+    input holds (None: what the family's tokenizer adds to one text, or to a pair with
+    `pair`)."""
     for flag in ("train_batch_size", "predict_batch_size"):
         if getattr(args, flag, 1) < 1:
             raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
@@ -195,11 +220,14 @@ def check_training_flags(args, specials: int = 2, model_flag: bool = True,
     if epochs is not None and not epochs > 0:
         raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")
     if model_flag:
-        check_model_flag(args)
+        check_model_flag(args, task)
     if task is not None:
         check_task_support(args, task)
     seq = getattr(args, "max_seq_length", None)
     if seq is not None:
+        if specials is None:
+            specials = registry.get_family(model_family(args)).tokenizer_class.special_tokens[
+                int(pair)]
         if seq < specials + 1:
             raise UsageError(f"--max_seq_length {seq}: leaves no room for a token besides "
                              f"the {specials} special tokens")

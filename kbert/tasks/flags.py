@@ -11,19 +11,19 @@ from kbert.cli import parse_bool
 LAYER_CHOICES = ("last", "sum_last4", "concat_last4", "sum_all", "scalar_mix",
                  "embeddings", "second_to_last")
 
-MODEL_HELP = {"gpt": "gpt fine-tunes as the GPT paper and needs --init_from a GPT folder",
-              "elmo": "elmo trains a head on a frozen biLM (feature-based, as the ELMo paper) "
-                      "and needs --init_from an ELMo folder"}
-
-
 def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: int,
-                    init_help: str = "", position_init: str = "normal",
-                    models: tuple = ("bert", "gpt")) -> argparse._ArgumentGroup:
+                    init_help: str = "", position_init: str = "normal"
+                    ) -> argparse._ArgumentGroup:
+    """--model (a registered family, checked after parsing: the registry needs
+    TensorFlow, `--help` does not), --init_from and the from-scratch flags."""
+    from kbert.models.registry import BUILTIN, DEFAULT_FAMILY
+
     group = parser.add_argument_group("model")
-    group.add_argument("--model", default=None, choices=list(models),
-                       help="model family (default: the family of --init_from, or BERT from "
-                            "scratch); " + "; ".join(MODEL_HELP[m] for m in models
-                                                     if m in MODEL_HELP))
+    names = ", ".join(module.rsplit(".", 1)[1] for module in BUILTIN)
+    group.add_argument("--model", default=None, metavar="FAMILY",
+                       help=f"model family: {names}, or one a user registered (default: the "
+                            f"family of --init_from, or {DEFAULT_FAMILY} from scratch); a "
+                            "family with no vocabulary of its own needs --init_from")
     group.add_argument("--init_from", help="a model folder (kbert, Hugging Face or Google "
                                            "BERT, with its vocabulary); none: train from "
                                            "scratch" + init_help)

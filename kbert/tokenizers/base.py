@@ -37,10 +37,15 @@ class Tokenizer(tf.Module):
     whose tokenizer does not list its task, with one line, before any work.
     `exports`: the SavedModel signatures (`python -m kbert.export --task`) whose in-graph
     input preparation works with this tokenizer.
+    `family`: the registry name of the model family the tokenizer belongs to.
+    `special_tokens`: how many special tokens `__call__` adds to one text and to a pair
+    (the command lines check `--max_seq_length` leaves room for a token besides them).
     """
 
+    family: str = ""
     tasks: frozenset = frozenset({"glue"})
     exports: frozenset = frozenset({"classifier", "embeddings"})
+    special_tokens: tuple[int, int] = (2, 3)
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """int RaggedTensor [batch_size, (tokens)] of ids, no special tokens."""

@@ -66,6 +66,7 @@ class BertTokenizer(Tokenizer):
     [[2, 5, 6, 7, 8, 9, 10, 3]]
     """
 
+    family = "bert"
     tasks = frozenset({"glue", "squad", "ner", "pretrain"})
     exports = frozenset({"classifier", "embeddings", "squad", "ner", "fill_mask"})
 

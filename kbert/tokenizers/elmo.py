@@ -46,6 +46,8 @@ class ELMoCharTokenizer(Tokenizer):
     [259, 105, 106, 260, 261, 261]
     """
 
+    family = "elmo"
+    special_tokens = (0, 0)  # one vector a word, no markers
     tasks = frozenset({"glue", "ner", "pretrain"})
     # The classifier and ner signatures pack subword pieces in the graph; ELMo's task
     # heads read each word's characters (and pairs as two inputs): not exported yet.

@@ -22,7 +22,11 @@ def _recognizes(folder: str) -> bool:
         "model_type" not in d and BertConfig.is_reference_dict(d)))
 
 
-register_family(Family("bert", BertConfig, BertEncoder, BertTokenizer, recognizes=_recognizes,
-                       aliases=("BertEncoder",)))
+register_family(Family(
+    "bert", BertConfig, BertEncoder, BertTokenizer, recognizes=_recognizes,
+    aliases=("BertEncoder",), masked_lm_class=BertPretrainer, hooks="kbert.models.bert.tasks",
+    description="bert fine-tunes a BERT folder (Google, Hugging Face, kbert) or trains "
+                "one from scratch",
+    folder_hint="Google's BERT release or a Hugging Face bert folder"))
 
 __all__ = ["BertConfig", "BertEncoder", "BertPretrainer", "init_sinusoidal_positions"]

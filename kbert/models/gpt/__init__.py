@@ -21,6 +21,10 @@ def _recognizes(folder: str) -> bool:
     return isinstance(d, dict) and d.get("model_type") in ("gpt2", "openai-gpt")
 
 
-register_family(Family("gpt", GPTConfig, GPTDecoder, GPTTokenizer, recognizes=_recognizes))
+register_family(Family(
+    "gpt", GPTConfig, GPTDecoder, GPTTokenizer, recognizes=_recognizes,
+    language_model_class=GPTLanguageModel, hooks="kbert.models.gpt.tasks",
+    description="gpt fine-tunes as the GPT paper and needs --init_from a GPT folder",
+    folder_hint="Hugging Face's gpt2 or openai-gpt, or OpenAI's GPT-2 release"))
 
 __all__ = ["GPTConfig", "GPTDecoder", "GPTLanguageModel"]

@@ -39,14 +39,14 @@ def _parser() -> argparse.ArgumentParser:
                                         "DATA_DIR/../diagnostic/diagnostic.tsv)")
     data.add_argument("--do_predict", action="store_true",
                       help="write test predictions in the GLUE submission format")
-    model = add_model_flags(p, demo="2 layers, 128 wide", vocab_size=8000,
-                            models=("bert", "gpt", "elmo"))
+    model = add_model_flags(p, demo="2 layers, 128 wide", vocab_size=8000)
     model.add_argument("--lstm_units", type=int, default=256,
-                       help="--model elmo: BiLSTM units per direction over the mixed layers")
+                       help="feature-based families (ELMo): BiLSTM units per direction over "
+                            "the mixed layers")
     model.add_argument("--lm_coef", type=float, default=0.5,
-                       help="--model gpt: weight of the auxiliary language-model loss "
-                            "(the GPT paper's lambda; finetune-transformer-lm's --lm_coef); "
-                            "0 leaves it out")
+                       help="families fine-tuned with an auxiliary language-model loss "
+                            "(GPT): its weight (the GPT paper's lambda; "
+                            "finetune-transformer-lm's --lm_coef); 0 leaves it out")
     model.add_argument("--model_dir", help="--task ax: the --output_dir of an MNLI run")
     train = p.add_argument_group("training (run_classifier.py defaults)")
     add_training_flags(train, learning_rate=2e-5, epochs=3.0, output_dir="runs/glue",
@@ -68,15 +68,12 @@ def main(argv=None) -> int:
         return run(args)
 
     def validate(args):
-        from kbert.tasks.common import check_training_flags, model_family
+        from kbert.tasks.common import check_export_support, check_training_flags
 
-        elmo = model_family(args) == "elmo"
-        check_training_flags(args, specials=0 if elmo else 3 if get_task(args.task).is_pair
-                             else 2)
+        check_training_flags(args, pair=get_task(args.task).is_pair)
         check_export_dir(args.export_dir, args.overwrite)
-        if elmo and args.export_dir:
-            raise UsageError("--export_dir: the classifier SavedModel takes BERT and GPT "
-                             "models; --model elmo runs write the task folder (model.keras)")
+        if args.export_dir:
+            check_export_support(args, "classifier")
         if args.lstm_units < 1:
             raise UsageError(f"--lstm_units {args.lstm_units}: must be at least 1")
         if not args.lm_coef >= 0:

@@ -15,6 +15,7 @@ from kbert import training
 from kbert.export import export_classifier
 from kbert.export.folder import load_task_folder, save_task_folder
 from kbert.io import atomic_file
+from kbert.models import registry
 from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
                                 tokenizer_options, trim_multiple)
 from kbert.tasks.glue.data import load_dataset
@@ -27,56 +28,40 @@ logger = logging.getLogger(__name__)
 DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
 
 
-def _is_elmo(tokenizer) -> bool:
-    from kbert.tokenizers.elmo import ELMoCharTokenizer
-
-    return isinstance(tokenizer, ELMoCharTokenizer)
+def _hook(obj, name: str):
+    """The family hook `name` of a tokenizer's or encoder's family, or None."""
+    return registry.family_of(obj).hook(name)
 
 
 def build_model(encoder, task, tokenizer=None, lstm_units: int | None = None,
                 lm_coef: float | None = None) -> keras.Model:
     """The task's head on `encoder`: {"logits"} for classification, {"score"} for STS-B.
 
-    A GPT decoder is fine-tuned as the GPT paper does (`kbert.tasks.glue.gpt`): its
-    token table grows to the tokenizer's task tokens, the head reads the extract
-    token's state (both orders summed for similarity tasks), and an auxiliary LM loss
-    weighted `lm_coef` (default 0.5, the paper's) is added. ELMo is used feature-based (`kbert.tasks.glue.elmo`): frozen, its mixed
-    layers read by a BiLSTM with `lstm_units` per direction."""
+    By default, `build_classifier` on the encoder's sentence vector. A family with a
+    `glue_model` hook builds its own, given `lstm_units` and `lm_coef` as options: GPT
+    fine-tunes as the GPT paper (the extract token's state, an auxiliary LM loss weighted
+    `lm_coef`, default 0.5); ELMo is used feature-based (frozen, its mixed layers read by
+    a BiLSTM of `lstm_units` per direction)."""
     task = get_task(task)
-    if getattr(encoder, "family", None) == "elmo":
-        from kbert.tasks.glue.elmo import DEFAULT_LSTM_UNITS, build_elmo_classifier
-
-        encoder.trainable = False
-        return build_elmo_classifier(encoder, task.num_labels, regression=task.is_regression,
-                                     pair=task.is_pair,
-                                     lstm_units=lstm_units or DEFAULT_LSTM_UNITS)
-    if getattr(encoder, "family", None) == "gpt":
-        from kbert.tasks.glue.gpt import LM_WEIGHT, build_gpt_classifier
-
-        similarity = (task.is_pair and tokenizer is not None
-                      and getattr(tokenizer, "pair_format", "") == "similarity")
-        if tokenizer is not None:
-            encoder = encoder.with_vocab_size(tokenizer.vocab_size)
-        return build_gpt_classifier(encoder, task.num_labels, regression=task.is_regression,
-                                    similarity=similarity,
-                                    lm_weight=LM_WEIGHT if lm_coef is None else lm_coef)
+    own = _hook(encoder, "glue_model")
+    if own is not None:
+        return own(encoder, task, tokenizer, {"lstm_units": lstm_units, "lm_coef": lm_coef})
     return build_classifier(encoder, task.num_labels, regression=task.is_regression)
 
 
 def encode(task: GlueTask, tokenizer, examples, seq_length: int, batch_size: int = 512):
     """Examples -> the encoder's input arrays (the tokenizer's packing, whatever the
-    family; for ELMo, the texts and word masks: `kbert.tasks.glue.elmo`); logs how many
-    were cut to `seq_length`."""
-    if _is_elmo(tokenizer):
-        from kbert.tasks.glue.elmo import encode_texts
-
-        return encode_texts(task, examples, seq_length)
+    family, or the family's `glue_encode` hook: ELMo keeps the texts and word masks);
+    logs how many were cut to `seq_length`."""
+    own = _hook(tokenizer, "glue_encode")
+    if own is not None:
+        return own(task, tokenizer, examples, seq_length)
     if task.is_pair and not tokenizer.supports_pairs:
         raise ValueError(f"GLUE {task.name} is a sentence-pair task; "
                          f"{type(tokenizer).__name__} packs single texts only")
     arrays: dict[str, list] = {}
     cut = 0
-    specials = 3 if task.is_pair else 2
+    specials = tokenizer.special_tokens[int(task.is_pair)]
     for i in range(0, len(examples), batch_size):
         chunk = examples[i:i + batch_size]
         a = tf.constant([e.text_a for e in chunk])
@@ -105,13 +90,12 @@ def label_array(task: GlueTask, examples) -> np.ndarray:
 
 
 def examples_dataset(tokenizer, x, y=None, seq_length: int | None = None):
-    """Unbatched examples of encoded inputs (and labels); for ELMo, with the character
-    ids made in the pipeline."""
+    """Unbatched examples of encoded inputs (and labels), mapped by the family's
+    `glue_examples` hook where it has one (ELMo makes the character ids here)."""
     data = tf.data.Dataset.from_tensor_slices(x if y is None else (x, y))
-    if _is_elmo(tokenizer):
-        from kbert.tasks.glue.elmo import char_inputs
-
-        data = data.map(char_inputs(tokenizer, seq_length), num_parallel_calls=tf.data.AUTOTUNE,
+    own = _hook(tokenizer, "glue_examples") if tokenizer is not None else None
+    if own is not None:
+        data = data.map(own(tokenizer, seq_length), num_parallel_calls=tf.data.AUTOTUNE,
                         deterministic=True)
     return data
 
@@ -216,8 +200,9 @@ def run(args) -> dict:
 
     tokenizer = build_tokenizer([e.text_a for e in train] + [e.text_b for e in train if e.text_b],
                                 **tokenizer_options(args))
-    if hasattr(tokenizer, "for_task"):  # a family's own input format (GPT's task tokens)
-        tokenizer = tokenizer.for_task(task)
+    own = _hook(tokenizer, "glue_tokenizer")
+    if own is not None:  # a family's own input format (GPT's task tokens)
+        tokenizer = own(tokenizer, task)
     seq = args.max_seq_length
     x = encode(task, tokenizer, train, seq)
     y = label_array(task, train)

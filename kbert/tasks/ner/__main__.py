@@ -34,13 +34,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="with --tfds: TFDS's data folder (default: $TFDS_DATA_DIR or "
                            "~/tensorflow_datasets)")
     model = add_model_flags(p, demo="4 layers, 128 wide", vocab_size=8000,
-                            init_help=" (cased models suit NER)", models=("bert", "elmo"))
+                            init_help=" (cased models suit NER)")
     model.add_argument("--mode", default=None, choices=["finetune", "feature"],
                        help="fine-tune the encoder, or freeze it and train a BiLSTM on its "
-                            "layers (default: finetune; feature for ELMo, its only mode)")
+                            "layers (default: finetune; feature for feature-based families such as "
+                            "ELMo, their only mode)")
     model.add_argument("--layers", default=None, choices=LAYER_CHOICES,
                        help="feature mode: which hidden states feed the BiLSTM (default: "
-                            "concat_last4; scalar_mix for ELMo)")
+                            "concat_last4; scalar_mix for feature-based families)")
     model.add_argument("--lstm_units", type=int, default=768,
                        help="feature mode: BiLSTM units per direction (2 layers)")
     train = p.add_argument_group("training")
@@ -61,18 +62,18 @@ def main(argv=None) -> int:
         return run(args)
 
     def validate(args):
-        from kbert.tasks.common import check_training_flags, model_family
+        from kbert.models import registry
+        from kbert.tasks.common import check_export_support, check_training_flags, model_family
 
-        check_training_flags(args, specials=0 if model_family(args) == "elmo" else 2,
-                             task="ner")
+        check_training_flags(args, task="ner")
         check_export_dir(args.export_dir, args.overwrite)
-        if model_family(args) == "elmo":
+        if args.export_dir:
+            check_export_support(args, "ner")
+        family = registry.get_family(model_family(args))
+        if family.feature_based:
             if args.mode == "finetune":
-                raise UsageError("--mode finetune: ELMo is used feature-based (a frozen "
-                                 "biLM); leave --mode out or give feature")
-            if args.export_dir:
-                raise UsageError("--export_dir: the ner SavedModel takes BERT models only; "
-                                 "--model elmo runs write the task folder (model.keras)")
+                raise UsageError(f"--mode finetune: {family.name} is used feature-based (a "
+                                 "frozen encoder); leave --mode out or give feature")
             args.mode, args.layers = "feature", args.layers or "scalar_mix"
         if args.lstm_units < 1:
             raise UsageError(f"--lstm_units {args.lstm_units}: must be at least 1")

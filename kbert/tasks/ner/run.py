@@ -12,6 +12,7 @@ import numpy as np
 from kbert import training
 from kbert.export.folder import save_task_folder
 from kbert.io import atomic_file
+from kbert.models import registry
 from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
                                 tokenizer_options, trim_multiple)
 from kbert.tasks.ner.data import labels_of, load_tfds, read_conll
@@ -45,18 +46,12 @@ def write_predictions(path, sentences, predictions) -> None:
             f.write("\n")
 
 
-def _is_elmo(tokenizer) -> bool:
-    from kbert.tokenizers.elmo import ELMoCharTokenizer
-
-    return isinstance(tokenizer, ELMoCharTokenizer)
-
-
 def make_features(tokenizer, sentences, seq_length, tags=None, labels=None):
-    """WordPiece windows (`NerFeatures`), or word windows for ELMo (`WordWindows`)."""
-    if _is_elmo(tokenizer):
-        from kbert.tasks.ner.elmo import word_windows
-
-        return word_windows(sentences, seq_length, tags, labels)
+    """Windows of pieces aligned with words (`NerFeatures`), or those of the family's
+    `ner_features` hook (ELMo: windows of whole words)."""
+    own = registry.family_of(tokenizer).hook("ner_features")
+    if own is not None:
+        return own(tokenizer, sentences, seq_length, tags, labels)
     return convert_sentences(sentences, tokenizer, seq_length, tags, labels)
 
 
@@ -78,14 +73,14 @@ def run(args) -> dict:
     tokenizer = build_tokenizer([" ".join(s.words) for s in train],
                                 **tokenizer_options(args, default_lowercase=False))
     seq = args.max_seq_length
-    elmo = _is_elmo(tokenizer)
+    specials = tokenizer.special_tokens[0]
     features = make_features(tokenizer, [s.words for s in train], seq,
                              [s.tags for s in train], labels)
     n_windows, n_sentences = len(features.labels), len(train)
     if n_windows > n_sentences:
         logger.info("%d training sentences longer than %d %s were split into windows",
-                    n_windows - n_sentences, seq if elmo else seq - 2,
-                    "words" if elmo else "pieces")
+                    n_windows - n_sentences, seq - specials,
+                    "pieces" if specials else "words")
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
         max(1, int(args.num_train_epochs * n_windows / batch)), args.steps_per_loop,

@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     rs.add_argument("--init_checkpoint", help="Google's checkpoint prefix "
                                               "(.../bert_model.ckpt)")
     add_model_flags(p, demo="2 layers, 128 wide, for the bundled sample", vocab_size=800,
-                    position_init="sinusoidal", models=("bert",))
+                    position_init="sinusoidal")
     feats = p.add_argument_group("features and post-processing (run_squad.py defaults)")
     train = p.add_argument_group("training")
     for flag, real in REAL_DEFAULTS.items():  # defaults differ for the bundled sample
@@ -156,7 +156,7 @@ def _prepare(args) -> None:
     for key, value in defaults.items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    check_training_flags(args, specials=3, task="squad")
+    check_training_flags(args, task="squad", pair=True)
     for flag, needed in (("train_file", args.do_train), ("predict_file", args.do_predict)):
         path = getattr(args, flag)
         if needed and path and not os.path.isfile(path):

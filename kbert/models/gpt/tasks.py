@@ -1,4 +1,5 @@
-"""GLUE fine-tuning of GPT as the GPT paper does it (Radford et al., 2018, section 3.3).
+"""GPT's task hooks (the registry reaches them by name): GLUE fine-tuning as the GPT
+paper does it (Radford et al., 2018, section 3.3).
 
 The tokenizer packs each example with the start, delimiter and extract tokens
 (`GPTTokenizer.for_task`); a linear layer reads the decoder's final state at the
@@ -14,7 +15,7 @@ import keras
 from keras import ops
 
 from kbert.models.gpt.decoder import last_token_state
-from kbert.tasks.glue.model import ClassifierHead
+from kbert.layers.heads import ClassifierHead
 
 LM_WEIGHT = 0.5  # lambda of the paper's L3 = L2 + lambda * L1
 
@@ -39,7 +40,7 @@ class AuxiliaryLMLoss(keras.layers.Layer):
         if training and self.weight and self.token_embedding is None:
             raise ValueError(
                 f"{self.name}: not linked to the decoder's token embedding (a model loaded "
-                "from a .keras file): call kbert.tasks.glue.gpt.link_auxiliary_losses(model)"
+                "from a .keras file): call kbert.models.gpt.tasks.link_auxiliary_losses(model)"
                 " before training it")
         if training and self.weight:
             logits = self.token_embedding.logits(sequence_output[:, :-1])  # (B, T-1, V)
@@ -109,3 +110,29 @@ def link_auxiliary_losses(model: keras.Model) -> keras.Model:
         # decoder's (not a sublayer of the loss, as in a freshly loaded model).
         object.__setattr__(layer, "token_embedding", decoders[0].token_embedding)
     return model
+
+
+# ------------------------------------------------------------------ registry hooks
+def glue_tokenizer(tokenizer, task):
+    """The paper's input transformations: the task tokens, and the similarity format
+    for MRPC, QQP and STS-B (`TaskTokens.for_task`)."""
+    return tokenizer.for_task(task)
+
+
+def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
+    """The decoder's token table grown to the tokenizer's task tokens, the head on the
+    extract token's state (both orders summed for similarity tasks), and the auxiliary
+    LM loss weighted `options["lm_coef"]` (default `LM_WEIGHT`)."""
+    similarity = (task.is_pair and tokenizer is not None
+                  and getattr(tokenizer, "pair_format", "") == "similarity")
+    if tokenizer is not None:
+        encoder = encoder.with_vocab_size(tokenizer.vocab_size)
+    lm_coef = options.get("lm_coef")
+    return build_gpt_classifier(encoder, task.num_labels, regression=task.is_regression,
+                                similarity=similarity,
+                                lm_weight=LM_WEIGHT if lm_coef is None else lm_coef)
+
+
+def after_load(model: keras.Model) -> keras.Model:
+    """A task folder's model, loaded: its auxiliary LM loss linked again."""
+    return link_auxiliary_losses(model)

@@ -1,4 +1,6 @@
-"""GLUE with ELMo (`--model elmo`), feature-based as in the ELMo paper: the biLM is
+"""ELMo's task hooks (the registry reaches them by name).
+
+GLUE with ELMo (`--model elmo`), feature-based as in the ELMo paper: the biLM is
 frozen; a ScalarMix of its layers feeds a BiLSTM, whose states are max- and mean-pooled
 over the real words into a sentence vector u, and a classifier reads u. For pairs the
 same mix, BiLSTM and pooling encode both sentences (u, v) and the classifier reads
@@ -14,6 +16,7 @@ warning.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import keras
@@ -21,10 +24,9 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from kbert.layers.heads import IGNORE_LABEL, BoolMask, ClassifierHead
 from kbert.layers.initializers import truncated_normal
 from kbert.layers.scalar_mix import ScalarMix
-from kbert.tasks.glue.model import ClassifierHead
-from kbert.tasks.ner.model import _BoolMask
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +130,7 @@ def build_elmo_classifier(elmo, num_labels: int, regression: bool = False,
     mix = ScalarMix(elmo.num_layers + 1, name="scalar_mix")
     bilstm = keras.layers.Bidirectional(keras.layers.LSTM(lstm_units, return_sequences=True),
                                         name="bilstm")
-    to_bool, pool = _BoolMask(name="mask"), MaskedPooling(name="pooling")
+    to_bool, pool = BoolMask(name="mask"), MaskedPooling(name="pooling")
     drop = keras.layers.Dropout(dropout, name="mix_dropout")
     vectors = []
     for chars, mask in names:
@@ -148,3 +150,96 @@ def build_elmo_classifier(elmo, num_labels: int, regression: bool = False,
                            name="elmo_regressor")
     return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
                        name="elmo_classifier")
+
+
+# ------------------------------------------------------------------ NER
+# NER with ELMo (`--model elmo`): words in, one label a word.
+# 
+# ELMo reads whole words (its character CNN makes each word's vector), so there are no
+# pieces to align: a sentence is its words, cut into consecutive windows of
+# `max_seq_length` words when longer (logged), each word labelled and predicted in its
+# window. Character ids are made in the `tf.data` pipeline, one window at a time, so a
+# corpus is never held as a [sentences, words, characters] array.
+
+
+@dataclasses.dataclass
+class WordWindows:
+    """Windows of words, their `labels` [num_windows, max_words] (-1 on padding) and
+    `padding_mask`, and where each sentence's words went (`word_window`,
+    `word_position`, as `NerFeatures` has them)."""
+
+    words: list  # per window: list of str
+    labels: np.ndarray
+    padding_mask: np.ndarray
+    word_window: list
+    word_position: list
+
+    def dataset(self, tokenizer) -> tf.data.Dataset:
+        """Unbatched ({"char_ids" [max_words, C], "padding_mask"}, {"logits": labels})."""
+        width = self.labels.shape[1]
+        words = tf.ragged.constant(self.words, dtype=tf.string, ragged_rank=1) \
+            if any(self.words) else tf.RaggedTensor.from_row_lengths(
+                tf.constant([], tf.string), tf.zeros([len(self.words)], tf.int64))
+
+        def encode(row, labels):
+            x = tokenizer(tf.RaggedTensor.from_row_lengths(row, tf.shape(row, tf.int64)[:1]))
+            n = tf.shape(row)[0]
+            char_ids = tf.pad(x["char_ids"][0], [[0, width - n], [0, 0]])
+            return ({"char_ids": char_ids, "padding_mask": tf.sequence_mask(n, width, tf.int32)},
+                    {"logits": labels})
+
+        ds = tf.data.Dataset.from_tensor_slices((words, self.labels))
+        return ds.map(encode, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+def word_windows(sentences: list[list[str]], max_words: int, tags=None, labels=None
+                 ) -> WordWindows:
+    """Sentences of words (and their tags, with the label list) -> windows."""
+    if max_words < 1:
+        raise ValueError(f"max_seq_length={max_words}: at least one word a window")
+    label_id = {label: i for i, label in enumerate(labels or [])}
+    windows, window_labels, word_window, word_position = [], [], [], []
+    for n, words in enumerate(sentences):
+        ids = []
+        if tags is not None:
+            for j, tag in enumerate(tags[n]):
+                if tag not in label_id:
+                    raise ValueError(f"sentence {n}, word {j} ({words[j]!r}): tag {tag!r} is "
+                                     f"not in the label list {labels}")
+                ids.append(label_id[tag])
+        base = len(windows)
+        for start in range(0, max(1, len(words)), max_words):
+            windows.append(list(words[start:start + max_words]))
+            window_labels.append(ids[start:start + max_words])
+        positions = np.arange(len(words), dtype=np.int64)
+        word_window.append(base + positions // max_words)
+        word_position.append(positions % max_words)
+    count = len(windows)
+    label_arr = np.full((count, max_words), IGNORE_LABEL, np.int32)
+    mask = np.zeros((count, max_words), np.int32)
+    for i, (words, ids) in enumerate(zip(windows, window_labels)):
+        mask[i, :len(words)] = 1
+        label_arr[i, :len(ids)] = ids
+    return WordWindows(windows, label_arr, mask, word_window, word_position)
+
+
+# ------------------------------------------------------------------ registry hooks
+def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
+    """Frozen biLM, its mixed layers read by a BiLSTM of `options["lstm_units"]` per
+    direction (default `DEFAULT_LSTM_UNITS`)."""
+    encoder.trainable = False
+    return build_elmo_classifier(encoder, task.num_labels, regression=task.is_regression,
+                                 pair=task.is_pair,
+                                 lstm_units=options.get("lstm_units") or DEFAULT_LSTM_UNITS)
+
+
+def glue_encode(task, tokenizer, examples, seq_length: int) -> dict:
+    return encode_texts(task, examples, seq_length)
+
+
+def glue_examples(tokenizer, seq_length: int):
+    return char_inputs(tokenizer, seq_length)
+
+
+def ner_features(tokenizer, sentences, seq_length, tags=None, labels=None) -> WordWindows:
+    return word_windows(sentences, seq_length, tags, labels)
