@@ -15,5 +15,7 @@ _EXPORTS = {
     "GPTDecoder": "kbert.models.gpt", "GPTLanguageModel": "kbert.models.gpt",
     "BertTokenizer": "kbert.tokenizers", "GPTTokenizer": "kbert.tokenizers",
     "build_vocab": "kbert.tokenizers", "ELMoCharTokenizer": "kbert.tokenizers.elmo",
+    "RobertaConfig": "kbert.models.roberta", "RobertaEncoder": "kbert.models.roberta",
+    "RobertaMaskedLM": "kbert.models.roberta", "RobertaTokenizer": "kbert.tokenizers.roberta",
 }
 lazy_package(__name__, _EXPORTS)

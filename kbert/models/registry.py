@@ -85,7 +85,8 @@ _FAMILIES: dict[str, Family] = {}
 DEFAULT_FAMILY = "bert"
 # The families kbert ships; each registers itself when its package is imported, which
 # the look-ups below make sure of (`import kbert` no longer imports them up front).
-BUILTIN = ("kbert.models.bert", "kbert.models.gpt", "kbert.models.elmo")
+BUILTIN = ("kbert.models.bert", "kbert.models.gpt", "kbert.models.elmo",
+           "kbert.models.roberta")
 
 
 def _load_builtin() -> None:

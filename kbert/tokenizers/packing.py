@@ -30,6 +30,27 @@ def truncate_pair_lengths(len_a, len_b, budget):
     return keep_a, keep_b
 
 
+def truncate_pair_lengths_hf(len_a, len_b, budget):
+    """Lengths kept by Hugging Face's `longest_first` truncation of a pair (the Rust
+    `tokenizers`' rule, which `transformers`' tokenizers run): when both texts must be
+    cut, the shorter keeps `budget // 2` and the longer the rest (b when they tie);
+    when only the longer must be cut, it keeps `budget - len(shorter)`.
+
+    It differs from Google's `_truncate_seq_pair` (`truncate_pair_lengths`) when both
+    are cut to an odd budget: for lengths (4, 4) and budget 3, Google keeps (2, 1),
+    Hugging Face (1, 2). Same arguments and results as `truncate_pair_lengths`."""
+    m = tf.cast(budget, tf.int64)
+    swap = len_a > len_b
+    short, long = tf.minimum(len_a, len_b), tf.maximum(len_a, len_b)
+    both = short > m - short  # cutting the longer alone is not enough
+    keep_short = tf.where(both, m // 2, short)
+    keep_long = tf.where(both, m // 2 + m % 2, m - short)
+    over = len_a + len_b > m
+    keep_a = tf.where(over, tf.where(swap, keep_long, keep_short), len_a)
+    keep_b = tf.where(over, tf.where(swap, keep_short, keep_long), len_b)
+    return keep_a, keep_b
+
+
 def truncate(ids: tf.RaggedTensor, keep) -> tf.RaggedTensor:
     """The first `keep[b]` ids of each row b."""
     positions = tf.ragged.range(ids.row_lengths())
