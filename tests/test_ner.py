@@ -124,7 +124,7 @@ def test_alignment_round_trip_gives_f1_100(tmp_path):
                                           vocab_size=120, min_count=1), lowercase=False)
     features = ner.convert_sentences([s.words for s in read], tokenizer, 12,
                                      [s.tags for s in read], labels)
-    assert len(features.token_ids) > len(read) + 5  # windows were needed
+    assert len(features.model_inputs["token_ids"]) > len(read) + 5  # windows were needed
     pieces = ner.features.word_pieces(tokenizer, read[-1].words)
     assert len(pieces[0]) >= 5 and pieces[2] == [tokenizer.unk_id]
     # Predictions-as-gold: each labelled position predicts its label.

@@ -93,16 +93,19 @@ def test_features_layout_and_long_question(tokenizer, caplog):
     f = next(f for f in features if f.example_index == 0)
     arrays = feature_arrays(features)
     assert arrays["token_ids"].shape == (len(features), 48)
-    assert f.token_ids[0] == tokenizer.cls_id and f.token_ids[9] == tokenizer.sep_id
-    assert list(f.segment_ids[:10]) == [0] * 10 and f.segment_ids[10] == 1
+    x = f.inputs
+    assert x["token_ids"][0] == tokenizer.cls_id and x["token_ids"][9] == tokenizer.sep_id
+    assert list(x["segment_ids"][:10]) == [0] * 10 and x["segment_ids"][10] == 1
+    assert f.char_spans[9] is None and f.char_spans[10] is not None  # context from 10
     # A question that leaves no room for context is cut to max_seq_length - 4 tokens,
     # as the SavedModel does (it stopped the whole run before), with a warning.
     caplog.clear()
     short = convert_examples(examples[:1], tokenizer, max_seq_length=10, max_query_length=8)
-    question_part = [int(((f.segment_ids == 0) & (f.padding_mask == 1)).sum()) for f in short]
+    question_part = [int(((f.inputs["segment_ids"] == 0) & (f.inputs["padding_mask"] == 1)).sum())
+                     for f in short]
     assert short and question_part == [8] * len(short)  # [CLS], 6 tokens, [SEP]
     assert f"question id {examples[0].qid}: question has 60 tokens, cut to 6 " \
-           "(max_seq_length=10 less [CLS], two [SEP] and one context token)" in caplog.text
+           "(max_seq_length=10 less 3 special tokens and one context token)" in caplog.text
     with pytest.raises(ValueError, match="max_seq_length=4 leaves no room"):
         convert_examples(examples[1:], tokenizer, max_seq_length=4, max_query_length=8)
 

@@ -1,13 +1,18 @@
-"""The `fill_mask` SavedModel: text with `[MASK]` in, the likeliest tokens for each
-mask out (a `BertPretrainer`'s masked-LM head), for TF Serving.
+"""The `fill_mask` SavedModel: text with the mask token (`tokenizer.mask_token`: BERT's
+`[MASK]`, RoBERTa's `<mask>`) in, the likeliest tokens for each mask out (the family's
+masked-LM model, `Family.masked_lm_class`), for TF Serving.
 
-The literal `[MASK]` in a text becomes the mask token; the text around it is tokenized
-with the model's WordPiece tokenizer in the graph, packed as `[CLS] text [SEP]` and cut
-to `seq_length` tokens (a mask cut off is not predicted).
+The mask token written in a text becomes the mask id (a tokenizer that reads special
+tokens in text, `special_tokens_in_text`, does it itself; otherwise the text is cut at
+each mask and the pieces tokenized apart); the ids are packed by the tokenizer's packer
+(BERT: `[CLS] text [SEP]`) and cut to `seq_length` tokens (a mask cut off is not
+predicted). The masked-LM model takes the packed inputs plus `masked_lm_positions` and
+returns `mlm_logits` [batch, masks, vocab].
 
 Signature `serving_default`: `text` tf.string [batch] ->
 - `tokens` tf.string [batch, masks, top_k]: the top tokens of each mask, likeliest first
-  (WordPiece strings, `##` pieces as such);
+  (`tokenizer.token_strings()`: WordPiece pieces as such, `##` kept; byte-level BPE
+  tokens as the text they stand for);
 - `probabilities` float32 [batch, masks, top_k]: their softmax probabilities;
 - `mask_count` int32 [batch]: the masks predicted in each text. `masks` is the largest
   count in the batch; the rows of texts with fewer are "" and 0.
@@ -20,7 +25,7 @@ import tensorflow as tf
 from kbert.export import ops as ops_lib
 from kbert.export.base import ServingModule, save_export
 
-MASK = "[MASK]"
+MASK = "[MASK]"  # in SAMPLES, replaced by the tokenizer's mask token
 SAMPLES = ["The capital of France is [MASK].", "[MASK] [MASK] ran to the park.",
            "No mask here.", ""]
 
@@ -29,17 +34,20 @@ def fill_mask_inputs(tokenizer, text, seq_length: int) -> dict:
     """Texts -> the pretrainer's inputs, `masked_lm_positions` [b, masks] (0-padded)
     and the mask count of each text."""
     mask_id = tokenizer.mask_id
-    pieces = tf.strings.split(text, MASK)  # [b, (p)]: masks sit between pieces
-    ids = tf.cast(tokenizer.tokenize(pieces.flat_values), tf.int32)  # [P, (t)]
-    last = tf.equal(tf.range(tf.size(pieces.flat_values, tf.int64))[:, None] + 1,
-                    tf.gather(pieces.row_limits(), pieces.value_rowids())[:, None])[:, 0]
-    mask_col = tf.RaggedTensor.from_row_lengths(
-        tf.fill([tf.reduce_sum(tf.cast(~last, tf.int32))], mask_id),
-        tf.cast(~last, tf.int64))
-    with_masks = tf.concat([ids, mask_col], axis=1)  # [P, (t + 1 for non-last)]
-    grouped = tf.RaggedTensor.from_row_splits(with_masks, pieces.row_splits)
-    tokens = grouped.merge_dims(1, 2)  # [b, (T)]
-    packed = tokenizer.pack(tokens, seq_length=seq_length)
+    if tokenizer.special_tokens_in_text:
+        tokens = tf.cast(tokenizer.tokenize(text), tf.int32)  # [b, (T)], masks read
+    else:
+        pieces = tf.strings.split(text, tokenizer.mask_token)  # [b, (p)]: masks between
+        ids = tf.cast(tokenizer.tokenize(pieces.flat_values), tf.int32)  # [P, (t)]
+        last = tf.equal(tf.range(tf.size(pieces.flat_values, tf.int64))[:, None] + 1,
+                        tf.gather(pieces.row_limits(), pieces.value_rowids())[:, None])[:, 0]
+        mask_col = tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(~last, tf.int32))], mask_id),
+            tf.cast(~last, tf.int64))
+        with_masks = tf.concat([ids, mask_col], axis=1)  # [P, (t + 1 for non-last)]
+        grouped = tf.RaggedTensor.from_row_splits(with_masks, pieces.row_splits)
+        tokens = grouped.merge_dims(1, 2)  # [b, (T)]
+    packed, _ = tokenizer.pack_segments([tokens], seq_length)
     is_mask = tf.equal(packed["token_ids"], mask_id) & tf.cast(packed["padding_mask"], tf.bool)
     positions = tf.ragged.boolean_mask(
         tf.broadcast_to(tf.range(seq_length)[None, :], tf.shape(is_mask)), is_mask)
@@ -50,13 +58,21 @@ def fill_mask_inputs(tokenizer, text, seq_length: int) -> dict:
 def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
                      seq_length: int = 128,
                      serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
-    """Exports a `BertPretrainer` with its `BertTokenizer` (see the module docstring)."""
-    limit = pretrainer.encoder.config.max_position_embeddings
-    if not 3 <= seq_length <= limit:
-        raise ValueError(f"seq_length={seq_length}: must be between 3 and {limit}")
-    vocab = tokenizer.vocabulary
-    if MASK not in vocab:
-        raise ValueError("the fill_mask export needs a [MASK] token in the vocabulary")
+    """Exports a masked-LM model with its tokenizer (see the module docstring)."""
+    from kbert.models.interface import find_encoder
+
+    limit = find_encoder(pretrainer).max_sequence_length
+    lowest = tokenizer.special_tokens[0] + 1
+    if not lowest <= seq_length <= limit:
+        raise ValueError(f"seq_length={seq_length}: must be between {lowest} and {limit}")
+    try:
+        mask_id = tokenizer.mask_id
+    except ValueError:  # a WordPiece vocabulary without [MASK]
+        mask_id = None
+    if mask_id is None or tokenizer.mask_token is None:
+        raise ValueError(f"the fill_mask export needs a mask token in the vocabulary "
+                         f"({type(tokenizer).__name__} has none)")
+    vocab = tokenizer.token_strings()
     if not 1 <= top_k <= len(vocab):
         raise ValueError(f"top_k={top_k}: must be between 1 and {len(vocab)}")
     module = ServingModule(pretrainer, tokenizer)
@@ -74,5 +90,6 @@ def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
         return {"tokens": tokens, "probabilities": probabilities, "mask_count": count}
 
     module.serve = serve
-    warmup = [{"text": [t]} for t in SAMPLES] + [{"text": SAMPLES}]
+    samples = [t.replace(MASK, tokenizer.mask_token) for t in SAMPLES]
+    warmup = [{"text": [t]} for t in samples] + [{"text": samples}]
     return save_export(module, serve, export_dir, warmup, serving_version)

@@ -2,7 +2,7 @@
 
 The same steps as `kbert.tasks.ner.predict_entities`: the tokenizer's word split with
 byte offsets, WordPiece per word ([UNK] for a word with none), consecutive windows of
-`seq_length - 2` pieces, the tag of each word's first piece, conlleval's chunk rules,
+`seq_length` less the packer's special tokens pieces, the tag of each word's first piece, conlleval's chunk rules,
 and byte -> code-point offsets, so that `text[start_char:end_char] == entity_text`.
 """
 
@@ -24,7 +24,7 @@ def ner_windows(tokenizer, text, seq_length: int):
     n_words = w_start.row_lengths()
     surface = tf.strings.substr(tf.repeat(text, n_words), w_start.flat_values,
                                 w_end.flat_values - w_start.flat_values, unit="BYTE")
-    pieces = tokenizer.tokenize(surface)  # [words, (pieces)]
+    pieces = tokenizer.tokenize_words(surface)  # [words, (pieces)]
     n = tf.shape(surface, out_type=tf.int64)[0]
     unk = tf.RaggedTensor.from_row_lengths(
         tf.fill([n], tf.constant(tokenizer.unk_id, tf.int64)), tf.ones([n], tf.int64))
@@ -33,7 +33,7 @@ def ner_windows(tokenizer, text, seq_length: int):
     per_text = w_start.with_flat_values(pieces).merge_dims(1, 2)  # [batch, (pieces)]
     word_first = (tf.cumsum(pieces.row_lengths(), exclusive=True)
                   - tf.repeat(per_text.row_starts(), n_words))
-    width = seq_length - 2
+    width = seq_length - tokenizer.special_tokens[0]
     n_pieces = per_text.row_lengths()
     n_windows = tf.maximum((n_pieces + width - 1) // width, 1)
     example = tf.repeat(tf.range(tf.shape(text, out_type=tf.int64)[0]), n_windows)
@@ -41,10 +41,12 @@ def ner_windows(tokenizer, text, seq_length: int):
     length = tf.clip_by_value(tf.gather(n_pieces, example) - start, 0, width)
     first = tf.gather(per_text.row_starts(), example) + start
     slices = tf.gather(per_text.flat_values, tf.ragged.range(first, first + length))
-    inputs = tokenizer.pack(slices, None, seq_length)
-    info = {"word_row": tf.repeat(tf.cumsum(n_windows, exclusive=True), n_words)
-            + word_first // width,
-            "word_pos": word_first % width + 1, "byte_start": w_start, "byte_end": w_end}
+    inputs, layout = tokenizer.pack_segments([slices], seq_length)
+    word_row = tf.repeat(tf.cumsum(n_windows, exclusive=True), n_words) + word_first // width
+    # A word's first piece sits where the packer put the window's pieces, plus its place.
+    word_pos = word_first % width + tf.gather(layout["segment_start"][:, 0], word_row)
+    info = {"word_row": word_row, "word_pos": word_pos, "byte_start": w_start,
+            "byte_end": w_end}
     return inputs, info
 
 

@@ -103,8 +103,8 @@ def export_squad(model: keras.Model, tokenizer, export_dir: str, *, max_seq_leng
     `answer == context[start_char:end_char]` (-1 and "" when there is no answer); v2.0
     adds `has_answer` bool [batch]. Windows, span search and offsets run in-graph with
     the same settings and results as `kbert.tasks.squad`. A question too long to leave
-    room for context is cut to `max_seq_length - 4` tokens, as `kbert.tasks.squad` cuts
-    it.
+    room for context is cut to `max_seq_length` less the packer's special tokens and one
+    context token, as `kbert.tasks.squad` cuts it.
     """
     if max_seq_length < 5:
         raise ValueError(f"max_seq_length={max_seq_length} leaves no room for a question "

@@ -5,12 +5,16 @@ model, `postprocess`) for one question and one context per batch row, so that a
 SavedModel answers raw strings by itself:
 
 - the question is cut to `max_query_length` tokens; the context is cut into windows
-  of `max_seq_length - len(question) - 3` tokens, `doc_stride` apart;
+  of `max_seq_length - len(question) - specials` tokens (`specials`: what the family's
+  packer adds to a pair, `Tokenizer.special_tokens`), `doc_stride` apart, and packed by
+  the tokenizer's packer (`Tokenizer.pack_segments`), whose layout says where the
+  context sits and where "no answer" is read;
 - every window goes through the model; in each window the `n_best_size` best start
   and end positions are paired (end >= start, at most `max_answer_length` tokens,
   the start token in its max-context window);
 - the best pair over all windows is the answer; v2.0 compares it with the null score
-  (smallest [CLS] start + end logit) and `null_score_diff_threshold`;
+  (smallest start + end logit at the packer's null position, BERT's [CLS]) and
+  `null_score_diff_threshold`;
 - the answer is the context substring between the tokens' byte offsets, and the byte
   offsets become code-point offsets, so `answer == context[start_char:end_char]`.
 
@@ -51,20 +55,23 @@ def byte_to_char_offsets(texts, byte_offsets):
 
 def squad_windows(tokenizer, question, context, max_seq_length: int, doc_stride: int,
                   max_query_length: int):
-    """The windows of `[CLS] question [SEP] context slice [SEP]` for every row.
+    """The windows of (question, context slice) for every row, packed as the family
+    packs a pair (BERT: `[CLS] question [SEP] context slice [SEP]`).
 
     Returns:
         (inputs, info): `inputs` the encoder inputs [num_windows, max_seq_length];
         `info` a dict of per-window int64 vectors (`example`, `index`, `start`,
-        `length`, `offset`) and the context tokens' byte offsets (`byte_start`,
-        `byte_end`, RaggedTensors [batch, (tokens)]).
+        `length`, `offset`: the context's first position, `null`: the no-answer
+        position) and the context tokens' byte offsets (`byte_start`, `byte_end`,
+        RaggedTensors [batch, (tokens)]).
     """
+    specials = tokenizer.special_tokens[1]
     # Cut the question so that at least one context token fits in each window.
     q_ids = tokenizer.tokenize(question)[
-        :, :min(max_query_length, max_seq_length - 4)]
+        :, :min(max_query_length, max_seq_length - specials - 1)]
     c_ids, c_start, c_end = tokenizer.tokenize_with_offsets(context)
     q_len, c_len = q_ids.row_lengths(), c_ids.row_lengths()
-    window = max_seq_length - 3 - q_len  # >= 1
+    window = max_seq_length - specials - q_len  # >= 1
     step = tf.minimum(window, doc_stride)
     extra = tf.maximum(c_len - window, 0)
     n_windows = 1 + (extra + step - 1) // step  # an empty context gets one empty window
@@ -74,11 +81,12 @@ def squad_windows(tokenizer, question, context, max_seq_length: int, doc_stride:
     length = tf.minimum(tf.gather(window, example), tf.gather(c_len, example) - start)
     first = tf.gather(c_ids.row_starts(), example) + start
     slices = tf.gather(c_ids.flat_values, tf.ragged.range(first, first + length))
-    # No truncation happens: question + window fit max_seq_length - 3 by construction.
-    inputs = tokenizer.pack(tf.gather(q_ids, example), slices, max_seq_length)
+    # No truncation happens: question + window + specials fit by construction.
+    inputs, layout = tokenizer.pack_segments([tf.gather(q_ids, example), slices],
+                                             max_seq_length)
     info = {"example": example, "index": index, "start": start, "length": length,
-            "offset": tf.gather(q_len, example) + 2, "n_windows": n_windows,
-            "byte_start": c_start, "byte_end": c_end}
+            "offset": layout["segment_start"][:, 1], "null": layout["null_position"],
+            "n_windows": n_windows, "byte_start": c_start, "byte_end": c_end}
     return inputs, info
 
 
@@ -159,7 +167,9 @@ def squad_answers(start_logits, end_logits, info, context, *, n_best_size: int,
     byte_end = tf.gather(flat_be, tf.clip_by_value(base + b_best, 0, last))
     answered = has_span
     if version_2_with_negative:
-        cls_score = start_logits[:, 0] + end_logits[:, 0]  # float32, as Python
+        at = info["null"][:, tf.newaxis]
+        cls_score = (tf.gather(start_logits, at, batch_dims=1)[:, 0]
+                     + tf.gather(end_logits, at, batch_dims=1)[:, 0])  # float32, as Python
         null = tf.reduce_min(tf.RaggedTensor.from_row_lengths(cls_score, n), axis=1)
         # Python ranks the null answer with the spans and keeps n_best_size of them.
         usable = has_span if n_best_size > 1 else has_span & ~(null > span_score)

@@ -60,6 +60,42 @@ class Tokenizer(tf.Module):
         """tf.string [batch_size] from ids [batch_size, (tokens)]."""
         raise NotImplementedError
 
+    # The packer and the tokens the span, word and fill-mask tasks and their exports use
+    # (`tasks` says which a tokenizer supports).
+    def pack_segments(self, segments, seq_length: int | None = None):
+        """(inputs, layout) for 1 or 2 segments of ids (RaggedTensors [batch, (tokens)]),
+        in the family's layout and truncation (`kbert.tokenizers.packing.pack_segments`):
+        the model's input dict, and `segment_start`, `segment_length` [batch, segments],
+        `special_mask` [batch, seq_length], `null_position` [batch]."""
+        raise NotImplementedError(f"{type(self).__name__} has no packer")
+
+    def tokenize_words(self, words) -> tf.RaggedTensor:
+        """Ids of words tokenized one by one, as a word of a pre-split sentence (NER's
+        words): int RaggedTensor [words, (tokens)]. Default: `tokenize`; a tokenizer
+        whose tokens carry the space before a word (byte-level BPE) tokenizes each as if
+        a space came before it, as Hugging Face's `is_split_into_words=True` with
+        `add_prefix_space=True` does."""
+        return self.tokenize(words)
+
+    def split_words(self, texts):
+        """tf.string [batch] -> (words, starts, ends), RaggedTensors [batch, (words)]:
+        the words the tokenizer tokenizes apart (NER aligns tags with them) and their
+        byte offsets in the input."""
+        raise NotImplementedError(f"{type(self).__name__} does not split words")
+
+    # Whether `tokenize` reads special-token strings written in a text as those tokens.
+    special_tokens_in_text: bool = False
+
+    def token_strings(self) -> list[str]:
+        """The text each id stands for, by id (what the fill_mask export returns)."""
+        raise NotImplementedError(f"{type(self).__name__} lists no token strings")
+
+    # The masked-LM token as written in a text (`[MASK]`, `<mask>`) and its id, and the
+    # unknown token's id; None where the tokenizer has none.
+    mask_token: str | None = None
+    mask_id: int | None = None
+    unk_id: int | None = None
+
     def __call__(self, texts, texts_b=None, seq_length: int | None = None) -> dict:
         """The model's input dict for a batch of texts (and second texts of pairs)."""
         raise NotImplementedError

@@ -285,6 +285,22 @@ class BertTokenizer(Tokenizer):
                                  else seq_length, cls_id=self.cls_id, sep_id=self.sep_id,
                                  pad_id=self.pad_id)
 
+    def pack_segments(self, segments, seq_length: int | None = None):
+        """`[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]` with the layout (see
+        `Tokenizer.pack_segments`); pairs cut as Google's `_truncate_seq_pair`."""
+        return packing.pack_segments(
+            segments, self.seq_length if seq_length is None else seq_length,
+            start=(self.cls_id,), between=(self.sep_id,), end=(self.sep_id,),
+            pad_id=self.pad_id)
+
+    @property
+    def mask_token(self) -> str:
+        return "[MASK]"
+
+    def token_strings(self) -> list[str]:
+        """The vocabulary: WordPiece pieces as such (`##` kept)."""
+        return self.vocabulary
+
     def __call__(self, texts, texts_b=None, seq_length: int | None = None) -> dict:
         """Tokenizes and packs texts (and pairs) into BertEncoder inputs.
 

@@ -4,6 +4,8 @@
   truncated longest-first (the reference's `_truncate_seq_pair`).
 - `pack_decoder`: optional start/end tokens, padding on the right (training) or the
   left (batched generation, so that every prompt ends at the same position).
+- `pack_segments`: the packer behind `Tokenizer.pack_segments`: one or two segments in
+  a family's layout, with where each segment's tokens sit.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def truncate_pair_lengths_hf(len_a, len_b, budget):
     Hugging Face (1, 2). Same arguments and results as `truncate_pair_lengths`."""
     m = tf.cast(budget, tf.int64)
     swap = len_a > len_b
-    short, long = tf.minimum(len_a, len_b), tf.maximum(len_a, len_b)
+    short = tf.minimum(len_a, len_b)
     both = short > m - short  # cutting the longer alone is not enough
     keep_short = tf.where(both, m // 2, short)
     keep_long = tf.where(both, m // 2 + m % 2, m - short)
@@ -149,3 +151,78 @@ def pack_decoder(ids: tf.RaggedTensor, seq_length, *, start_id: int | None = Non
     if padding_side == "left":
         token_ids, mask = tf.reverse(token_ids, axis=[1]), tf.reverse(mask, axis=[1])
     return {"token_ids": tf.cast(token_ids, tf.int32), "padding_mask": tf.cast(mask, tf.int32)}
+
+
+def pack_segments(segments, seq_length, *, start=(), between=(), end=(), pad_id: int = 0,
+                  segment_ids: bool = True, truncate_pair=truncate_pair_lengths):
+    """One or two segments of ids packed as a family lays them out, with where each
+    segment's tokens sit: the packer's answer to "where is the context?" that SQuAD
+    windows, NER word alignment and fill-mask positions ask, instead of computing
+    `[CLS] q [SEP] c [SEP]` offsets themselves.
+
+    `start + a + end`, or `start + a + between + b + end` (BERT: [CLS] / [SEP] / [SEP];
+    RoBERTa: <s> / </s></s> / </s>), cut to `seq_length` (one segment from its end, two
+    by `truncate_pair`), padded on the right with `pad_id`.
+
+    Args:
+        segments: a list of 1 or 2 int RaggedTensors [batch, (tokens)].
+        segment_ids: also return `segment_ids` (0 up to the first segment's end
+            token(s), 1 after), for families with token types.
+
+    Returns:
+        (inputs, layout): `inputs` the model's dict of int32 [batch, seq_length]
+        (`token_ids`, `padding_mask` and, with `segment_ids`, `segment_ids`); `layout` a
+        dict of int64 `segment_start` and `segment_length` [batch, num_segments] (the
+        first position and the count of each segment's kept tokens), `special_mask`
+        int32 [batch, seq_length] (1 on the packer's special tokens) and
+        `null_position` [batch] (where a "no answer" is read: the first token).
+    """
+    if not 1 <= len(segments) <= 2:
+        raise ValueError(f"pack_segments takes 1 or 2 segments, got {len(segments)}")
+    specials = len(start) + len(end) + (len(between) if len(segments) == 2 else 0)
+    _check_room(seq_length, specials)
+    budget = tf.cast(seq_length, tf.int64) - specials
+    ids = [tf.cast(s, tf.int64) for s in segments]
+    batch = ids[0].nrows()
+
+    def tokens_of(values):
+        if not values:
+            return []
+        return [tf.RaggedTensor.from_row_lengths(
+            tf.tile(tf.constant(list(values), tf.int64), [batch]),
+            tf.fill([batch], tf.constant(len(values), tf.int64)), validate=False)]
+
+    if len(ids) == 1:
+        keep = [tf.minimum(ids[0].row_lengths(), budget)]
+    else:
+        _check_pair(ids[0], ids[1])
+        keep = list(truncate_pair(ids[0].row_lengths(), ids[1].row_lengths(), budget))
+    kept = [truncate(x, k) for x, k in zip(ids, keep)]
+    parts = tokens_of(start)
+    starts = [tf.fill([batch], tf.constant(len(start), tf.int64))]
+    parts.append(kept[0])
+    if len(kept) == 2:
+        parts += tokens_of(between)
+        starts.append(starts[0] + keep[0] + len(between))
+        parts.append(kept[1])
+    parts += tokens_of(end)
+    tokens = tf.concat(parts, axis=1)
+    shape = _dense_shape(seq_length, batch)
+    positions = tf.ragged.range(tokens.row_lengths())  # [B, (T)]
+    inside = tf.zeros_like(positions, tf.bool)
+    for s, k in zip(starts, keep):
+        inside |= (positions >= s[:, None]) & (positions < (s + k)[:, None])
+    special = tf.cast(tf.logical_not(inside), tf.int32)
+    inputs = {"token_ids": tf.cast(tokens.to_tensor(pad_id, shape=shape), tf.int32),
+              "padding_mask": tf.cast(tf.ones_like(tokens).to_tensor(0, shape=shape),
+                                      tf.int32)}
+    if segment_ids:
+        # Type 1 from the second segment on (BERT: b and the final [SEP]).
+        second = starts[1][:, None] if len(starts) == 2 else tf.fill([batch, 1], tf.int64.max)
+        inputs["segment_ids"] = tf.cast(
+            tf.cast(positions >= second, tf.int32).to_tensor(0, shape=shape), tf.int32)
+    layout = {"segment_start": tf.stack(starts, axis=1),
+              "segment_length": tf.stack(keep, axis=1),
+              "special_mask": special.to_tensor(0, shape=shape),
+              "null_position": tf.zeros([batch], tf.int64)}
+    return inputs, layout

@@ -25,17 +25,18 @@ class NerFeatures:
     every word, where its first piece went: `word_window`, `word_position` (aligned
     with the input sentences' words)."""
 
-    token_ids: np.ndarray
-    segment_ids: np.ndarray
-    padding_mask: np.ndarray
+    model_inputs: dict  # the packer's: token_ids, padding_mask (and segment_ids)
     labels: np.ndarray
     window_sentence: np.ndarray
     word_window: list  # per sentence: np.ndarray [num_words]
     word_position: list
 
+    @property
+    def padding_mask(self) -> np.ndarray:
+        return self.model_inputs["padding_mask"]
+
     def inputs(self) -> dict:
-        return {"token_ids": self.token_ids, "segment_ids": self.segment_ids,
-                "padding_mask": self.padding_mask}
+        return dict(self.model_inputs)
 
     def dataset(self, tokenizer=None) -> tf.data.Dataset:
         """Unbatched (inputs, {"logits": labels}) examples."""
@@ -43,10 +44,11 @@ class NerFeatures:
 
 
 def word_pieces(tokenizer, words: list[str], batch_size: int = 4096) -> list[list[int]]:
-    """WordPiece ids of each word ([UNK] for a word with none)."""
+    """The pieces of each word (`Tokenizer.tokenize_words`; the unknown token for a word
+    with none)."""
     out = []
     for i in range(0, len(words), batch_size):
-        ids = tokenizer.tokenize(tf.constant(words[i:i + batch_size])).to_list()
+        ids = tokenizer.tokenize_words(tf.constant(words[i:i + batch_size])).to_list()
         out.extend(row if row else [tokenizer.unk_id] for row in ids)
     return out
 
@@ -59,9 +61,10 @@ def convert_sentences(sentences: list[list[str]], tokenizer, max_seq_length: int
     Args:
         sentences: lists of words. tags: the words' tags, with `labels` the label list.
     """
-    if max_seq_length < 3:
+    specials = tokenizer.special_tokens[0]
+    if max_seq_length < specials + 1:
         raise ValueError(f"max_seq_length={max_seq_length} leaves no room for words")
-    width = max_seq_length - 2
+    width = max_seq_length - specials
     label_id = {label: i for i, label in enumerate(labels or [])}
     flat = [w for s in sentences for w in s]
     pieces = word_pieces(tokenizer, flat) if flat else []
@@ -88,19 +91,21 @@ def convert_sentences(sentences: list[list[str]], tokenizer, max_seq_length: int
             window_sentence.append(n)
         first = np.asarray(first, np.int64)
         word_window.append(base + first // width)
-        word_position.append(first % width + 1)  # after [CLS]
-    count = len(rows_ids)
-    token_ids = np.full((count, max_seq_length), tokenizer.pad_id, np.int32)
-    padding_mask = np.zeros((count, max_seq_length), np.int32)
+        word_position.append(first % width)  # in the window's pieces; the packer's
+    count = len(rows_ids)                    # offset is added below
+    inputs, layout = tokenizer.pack_segments(
+        [tf.ragged.constant(rows_ids, tf.int64, ragged_rank=1)
+         if count else tf.ragged.constant([], tf.int64, ragged_rank=1)], max_seq_length)
+    inputs = {k: v.numpy() for k, v in inputs.items()}
+    offset = layout["segment_start"][:, 0].numpy()  # where each window's pieces start
     label_arr = np.full((count, max_seq_length), IGNORE, np.int32)
-    for i, (ids, lab) in enumerate(zip(rows_ids, rows_labels)):
-        row = [tokenizer.cls_id, *ids, tokenizer.sep_id]
-        token_ids[i, :len(row)] = row
-        padding_mask[i, :len(row)] = 1
+    for i, lab in enumerate(rows_labels):
         if lab:
-            label_arr[i, 1:1 + len(lab)] = lab
-    return NerFeatures(token_ids, np.zeros_like(token_ids), padding_mask, label_arr,
-                       np.asarray(window_sentence, np.int64), word_window, word_position)
+            label_arr[i, offset[i]:offset[i] + len(lab)] = lab
+    word_position = [positions + offset[windows] if len(windows) else positions
+                     for windows, positions in zip(word_window, word_position)]
+    return NerFeatures(inputs, label_arr, np.asarray(window_sentence, np.int64),
+                       word_window, word_position)
 
 
 def word_predictions(features: NerFeatures, label_ids: np.ndarray, labels: list[str]):

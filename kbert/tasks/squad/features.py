@@ -1,8 +1,10 @@
 """SQuAD windows: question + a slice of the context, as in BERT's run_squad.py.
 
-Each example becomes one feature per window: `[CLS] question [SEP] context slice
-[SEP]`, windows `doc_stride` tokens apart, questions cut to `max_query_length`
-tokens. A context token can sit in several windows; it is scored only in the window
+Each example becomes one feature per window: the question and a slice of the context
+packed as the model's family packs a pair (`Tokenizer.pack_segments`; BERT:
+`[CLS] question [SEP] context slice [SEP]`), windows `doc_stride` tokens apart,
+questions cut to `max_query_length` tokens. Where the context sits in a window, and
+where a "no answer" is read, come from the packer's layout. A context token can sit in several windows; it is scored only in the window
 where it has the most context (`min(left, right) + 0.01 * window length`, the
 original's rule). Unlike run_squad.py, which re-aligns predicted word pieces to
 whitespace words (`get_final_text`), kbert keeps each token's character span in the
@@ -27,22 +29,23 @@ logger = logging.getLogger(__name__)
 class SquadFeature:
     """One window of one example.
 
+    `inputs` is the model's input dict for the window (arrays [max_seq_length]).
     `char_spans[i]` is the (start, end) code-point span in the context of token i, or
     None for question and special tokens. `max_context[i]` tells whether this window
     is the one where token i has the most context. `start_position`/`end_position`
-    are the answer's token positions (0, the [CLS] token, when the window does not
-    hold the whole answer or the question has none).
+    are the answer's token positions (`null_position`, the packer's no-answer
+    position, BERT's [CLS], when the window does not hold the whole answer or the
+    question has none).
     """
 
     example_index: int
     window_index: int
-    token_ids: np.ndarray
-    segment_ids: np.ndarray
-    padding_mask: np.ndarray
+    inputs: dict
     char_spans: list
     max_context: list
     start_position: int = 0
     end_position: int = 0
+    null_position: int = 0
 
 
 def _char_offsets(text: str, byte_starts, byte_ends):
@@ -112,20 +115,19 @@ def convert_examples(examples: list[SquadExample], tokenizer, max_seq_length: in
                          "and context")
     contexts = _tokenize_contexts(tokenizer, [e.context for e in examples])
     questions = tokenizer.tokenize(tf.constant([e.question for e in examples])).to_list()
-    cls_id, sep_id, pad_id = tokenizer.cls_id, tokenizer.sep_id, tokenizer.pad_id
-    features, truncated = [], 0
+    specials = tokenizer.special_tokens[1]
+    windows, truncated = [], 0  # (example index, window index, spans, q_ids, answer)
     for index, (example, q_ids) in enumerate(zip(examples, questions)):
-        limit = min(max_query_length, max_seq_length - 4)
+        limit = min(max_query_length, max_seq_length - specials - 1)
         if len(q_ids) > limit:
             truncated += 1
             logger.warning("question id %s: question has %d tokens, cut to %s", example.qid,
                            len(q_ids), f"max_query_length={max_query_length}"
                            if limit == max_query_length else
-                           f"{limit} (max_seq_length={max_seq_length} less [CLS], two [SEP] "
-                           "and one context token)")
+                           f"{limit} (max_seq_length={max_seq_length} less {specials} "
+                           "special tokens and one context token)")
             q_ids = q_ids[:limit]
         ids, starts, ends = contexts[example.context]
-        window = max_seq_length - len(q_ids) - 3
         if len(ids) == 0:
             logger.warning("question id %s: context has no tokens; skipped", example.qid)
             continue
@@ -137,40 +139,53 @@ def convert_examples(examples: list[SquadExample], tokenizer, max_seq_length: in
                 logger.warning("question id %s: answer %r covers no token; skipped",
                                example.qid, text)
                 continue
-        spans = window_starts(len(ids), window, doc_stride)
-        offset = len(q_ids) + 2  # [CLS] question [SEP]
-        for w, (start, length) in enumerate(spans):
-            tokens = [cls_id, *q_ids, sep_id, *ids[start:start + length].tolist(), sep_id]
-            n = len(tokens)
-            token_ids = np.full(max_seq_length, pad_id, np.int32)
-            token_ids[:n] = tokens
-            segment_ids = np.zeros(max_seq_length, np.int32)
-            segment_ids[offset:n] = 1
-            padding_mask = np.zeros(max_seq_length, np.int32)
-            padding_mask[:n] = 1
+        spans = window_starts(len(ids), max_seq_length - len(q_ids) - specials, doc_stride)
+        windows += [(index, w, spans, q_ids, answer) for w in range(len(spans))]
+    features = []
+    for chunk in range(0, len(windows), 512):  # packed by the tokenizer, 512 at a time
+        part = windows[chunk:chunk + 512]
+        slices = [contexts[examples[i].context][0][spans[w][0]:sum(spans[w])].tolist()
+                  for i, w, spans, _, _ in part]
+        inputs, layout = tokenizer.pack_segments(
+            [tf.ragged.constant([q for *_, q, _ in part], tf.int64, ragged_rank=1),
+             tf.ragged.constant(slices, tf.int64, ragged_rank=1)], max_seq_length)
+        inputs = {k: v.numpy() for k, v in inputs.items()}
+        offsets = layout["segment_start"][:, 1].numpy()
+        lengths = layout["segment_length"][:, 1].numpy()
+        nulls = layout["null_position"].numpy()
+        for row, (index, w, spans, _, answer) in enumerate(part):
+            _, starts, ends = contexts[examples[index].context]
+            start, length = spans[w]
+            offset = int(offsets[row])
+            if lengths[row] != length:  # the packer kept what the window arithmetic made
+                raise AssertionError(f"window of {length} tokens packed as {lengths[row]}")
             char_spans = [None] * max_seq_length
             max_context = [False] * max_seq_length
             for j in range(length):
                 char_spans[offset + j] = (int(starts[start + j]), int(ends[start + j]))
                 max_context[offset + j] = is_max_context(spans, w, start + j)
-            feature = SquadFeature(index, w, token_ids, segment_ids, padding_mask,
-                                   char_spans, max_context)
+            null = int(nulls[row])
+            feature = SquadFeature(index, w, {k: v[row] for k, v in inputs.items()},
+                                   char_spans, max_context, null, null, null)
             if answer is not None and start <= answer[0] and answer[1] < start + length:
                 feature.start_position = answer[0] - start + offset
                 feature.end_position = answer[1] - start + offset
             features.append(feature)
     if truncated:
         logger.warning("%d of %d questions were cut to max_query_length=%d tokens (or to "
-                       "max_seq_length - 4)", truncated, len(examples), max_query_length)
+                       "max_seq_length less the special tokens and one context token)",
+                       truncated, len(examples), max_query_length)
     return features
 
 
+LABELS = ("start_positions", "end_positions")
+
+
 def feature_arrays(features: list[SquadFeature]) -> dict:
-    """Stacks features into the BertEncoder inputs plus `start_positions`/`end_positions`."""
+    """Stacks features into the model's inputs plus `start_positions`/`end_positions`
+    (`LABELS`)."""
     return {
-        "token_ids": np.stack([f.token_ids for f in features]),
-        "segment_ids": np.stack([f.segment_ids for f in features]),
-        "padding_mask": np.stack([f.padding_mask for f in features]),
+        **{k: np.stack([f.inputs[k] for f in features]) for k in features[0].inputs},
         "start_positions": np.array([f.start_position for f in features], np.int32),
         "end_positions": np.array([f.end_position for f in features], np.int32),
     }

@@ -53,10 +53,11 @@ def postprocess(examples, features, start_logits, end_logits, n_best_size: int =
         null = None  # (score, start_logit, end_logit)
         for fi in by_example.get(ex_index, []):
             feature, s, e = features[fi], start_logits[fi], end_logits[fi]
-            if version_2_with_negative:
-                score = float(s[0] + e[0])
+            if version_2_with_negative:  # read where the packer puts "no answer"
+                at = feature.null_position
+                score = float(s[at] + e[at])
                 if null is None or score < null[0]:
-                    null = (score, float(s[0]), float(e[0]))
+                    null = (score, float(s[at]), float(e[at]))
             best_ends = _top(e, n_best_size)
             for a in _top(s, n_best_size):
                 if feature.char_spans[a] is None or not feature.max_context[a]:

@@ -19,7 +19,7 @@ from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options,
                                 tokenizer_options)
 from kbert.tasks.squad.data import load_json, read_squad
 from kbert.tasks.squad.evaluate import evaluate
-from kbert.tasks.squad.features import convert_examples, feature_arrays
+from kbert.tasks.squad.features import LABELS, convert_examples, feature_arrays
 from kbert.tasks.squad.model import build_model, span_losses
 from kbert.tasks.squad.postprocess import postprocess
 from kbert.tasks.squad.sample import make_sample
@@ -142,8 +142,7 @@ def run(args) -> dict:
                          "predict")
     logger.info("%d evaluation questions -> %d windows", len(dev_examples), len(dev_features))
     dev_arrays = feature_arrays(dev_features)
-    logits = model.predict({k: dev_arrays[k] for k in ("token_ids", "segment_ids",
-                                                       "padding_mask")},
+    logits = model.predict({k: v for k, v in dev_arrays.items() if k not in LABELS},
                            batch_size=args.predict_batch_size, verbose=0)
     predictions = postprocess(dev_examples, dev_features, logits["start_logits"],
                               logits["end_logits"], args.n_best_size, args.max_answer_length,
@@ -171,7 +170,7 @@ def train(args, runtime, train_examples, feature_args):
     logger.info("%d training questions -> %d windows", len(train_examples),
                 len(train_features))
     arrays = feature_arrays(train_features)
-    x = {k: arrays[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+    x = {k: v for k, v in arrays.items() if k not in LABELS}
     y = {"start_logits": arrays["start_positions"], "end_logits": arrays["end_positions"]}
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
