@@ -90,3 +90,17 @@ def read_json(path: str | os.PathLike):
             return json.load(f)
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+
+
+def expand_inputs(input_file: str, flag: str = "--input_file") -> list[str]:
+    """Comma-separated globs -> the files, in order (each pattern's matches sorted);
+    a pattern that matches nothing is a FileNotFoundError naming `flag`."""
+    import glob
+
+    files = []
+    for pattern in input_file.split(","):
+        matches = sorted(glob.glob(pattern))
+        if not matches:
+            raise FileNotFoundError(f"{flag}: {pattern!r} matches no file")
+        files.extend(matches)
+    return files

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from kbert.tasks.pretrain import __main__ as cli
-from kbert.tasks.pretrain.create_data import Options, mask_tokens
+from kbert.models.bert.create_data import Options, mask_tokens
 
 pytestmark = pytest.mark.parity
 

@@ -78,7 +78,7 @@ def test_json_and_text_files_with_a_byte_order_mark(tmp_path):
 def test_create_data_records_honour_the_umask(tmp_path):
     """create_data's TFRecords get the mode a plain open gives (it forced 0o644, world-
     readable under umask 077)."""
-    from kbert.tasks.pretrain.create_data import Options, write_instances
+    from kbert.models.bert.create_data import Options, write_instances
 
     old = os.umask(0o077)
     try:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kbert.tasks.pretrain.masking import DynamicMasking
+from kbert.tokenizers.masking import DynamicMasking
 
 VOCAB = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(2000)]
          + [f"##p{i}" for i in range(200)])

@@ -1,5 +1,7 @@
-"""Dynamic masking for BERT's masked LM, in-graph: new masks for every batch (RoBERTa's
-way), instead of the fixed masks `create_data` writes.
+"""Dynamic masking for a masked LM, in-graph: new masks for every batch (RoBERTa's
+way), instead of the fixed masks BERT's `create_data` writes. BERT's WordPiece
+vocabulary (`DynamicMasking(vocabulary)`) and any tokenizer with a mask token
+(`DynamicMasking.for_tokenizer`, RoBERTa's) use it.
 
 Per row, of the selectable tokens (real tokens that are not special: [CLS], [SEP],
 [PAD], [MASK], [UNK] are never chosen), `round(rate * n)` (at least one, at most
@@ -26,29 +28,52 @@ class DynamicMasking:
     features.
 
     Args:
-        vocabulary: the WordPiece vocabulary (its `##` pieces mark word continuations).
+        vocabulary: the WordPiece vocabulary (its `##` pieces mark word continuations;
+            [PAD], [UNK], [CLS], [SEP], [MASK] are the special tokens).
         max_predictions: predictions a row, at most (`max_predictions_per_seq`).
         rate: the share of selectable tokens to predict (0.15).
         whole_word: choose whole words.
         seed: an op seed for the random draws (with a global seed, a fixed sequence).
     """
 
-    def __init__(self, vocabulary: list[str], max_predictions: int = 20, rate: float = 0.15,
-                 whole_word: bool = False, seed: int | None = None):
+    def __init__(self, vocabulary: list[str] | None, max_predictions: int = 20,
+                 rate: float = 0.15, whole_word: bool = False, seed: int | None = None, *,
+                 mask_id: int | None = None, special_ids=(), vocab_size: int | None = None):
         import tensorflow_text as tf_text
 
-        if "[MASK]" not in vocabulary:
-            raise ValueError("dynamic masking: the vocabulary has no [MASK] token")
+        if vocabulary is not None:
+            if "[MASK]" not in vocabulary:
+                raise ValueError("dynamic masking: the vocabulary has no [MASK] token")
+            vocab_size, mask_id = len(vocabulary), vocabulary.index("[MASK]")
+            special_ids = [vocabulary.index(t) for t in SPECIAL_TOKENS if t in vocabulary]
+            continuation = np.array([t.startswith("##") for t in vocabulary])
+        else:
+            if mask_id is None or vocab_size is None:
+                raise ValueError("dynamic masking: give a WordPiece vocabulary, or mask_id "
+                                 "and vocab_size")
+            if whole_word:
+                raise ValueError("whole-word masking needs a WordPiece vocabulary (its ## "
+                                 "pieces)")
+            continuation = np.zeros(vocab_size, bool)
         if not 0.0 < rate <= 1.0:
             raise ValueError(f"masked_lm_prob={rate}: must be in (0, 1]")
-        self.vocab_size = len(vocabulary)
-        self.mask_id = vocabulary.index("[MASK]")
+        self.vocab_size, self.mask_id = int(vocab_size), int(mask_id)
         self.max_predictions, self.rate = int(max_predictions), float(rate)
         self.whole_word, self.seed = bool(whole_word), seed
-        self.special_ids = tf.constant([vocabulary.index(t) for t in SPECIAL_TOKENS
-                                        if t in vocabulary], tf.int32)
-        self.continuation = tf.constant(np.array([t.startswith("##") for t in vocabulary]))
+        self.special_ids = tf.constant(sorted(set(special_ids) | {self.mask_id}), tf.int32)
+        self.continuation = tf.constant(continuation)
         self.chooser = tf_text.MaskValuesChooser(self.vocab_size, self.mask_id, 0.8, 0.1)
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer, max_predictions: int = 20, rate: float = 0.15,
+                      seed: int | None = None) -> "DynamicMasking":
+        """Masking for a tokenizer with a mask token and special ids (`cls_id`,
+        `sep_id`, `pad_id`, `unk_id`, `mask_id`): never chosen; random replacements
+        drawn from the whole vocabulary."""
+        specials = [getattr(tokenizer, name) for name in ("cls_id", "sep_id", "pad_id",
+                                                           "unk_id")]
+        return cls(None, max_predictions, rate, seed=seed, mask_id=tokenizer.mask_id,
+                   special_ids=specials, vocab_size=tokenizer.vocab_size)
 
     def select(self, token_ids, padding_mask):
         """bool [B, S]: the positions chosen for prediction."""

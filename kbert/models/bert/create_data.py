@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import glob
 import logging
 import os
 import random
 import time
 
-from kbert.io import normal_permissions
+from kbert.io import expand_inputs, normal_permissions
 
 logger = logging.getLogger(__name__)
 
@@ -71,17 +70,6 @@ class Options:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"--{name} {value}: must be between 0 and 1")
-
-
-def expand_inputs(input_file: str, flag: str = "--input_file") -> list[str]:
-    """Comma-separated globs -> the files, in order (each pattern's matches sorted)."""
-    files = []
-    for pattern in input_file.split(","):
-        matches = sorted(glob.glob(pattern))
-        if not matches:
-            raise FileNotFoundError(f"{flag}: {pattern!r} matches no file")
-        files.extend(matches)
-    return files
 
 
 def check_vocab(vocab: list[str], vocab_file: str = "the vocabulary") -> None:

@@ -1,5 +1,5 @@
-"""BERT's task hooks (the registry reaches them by name): training from scratch, the
-task commands' default when no folder is given."""
+"""A BERT from scratch: a WordPiece vocabulary learned from the task's texts and a new
+encoder (the task commands' default when no folder is given)."""
 
 from __future__ import annotations
 
@@ -30,3 +30,4 @@ def scratch_encoder(tokenizer, *, preset: str = "demo", demo_config: dict | None
     if position_init == "sinusoidal":
         init_sinusoidal_positions(encoder)
     return encoder
+

@@ -243,3 +243,6 @@ def glue_examples(tokenizer, seq_length: int):
 
 def ner_features(tokenizer, sentences, seq_length, tags=None, labels=None) -> WordWindows:
     return word_windows(sentences, seq_length, tags, labels)
+
+
+from kbert.models.elmo.pretraining import pretrain  # noqa: E402,F401 (the pretrain hook)

@@ -136,3 +136,6 @@ def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
 def after_load(model: keras.Model) -> keras.Model:
     """A task folder's model, loaded: its auxiliary LM loss linked again."""
     return link_auxiliary_losses(model)
+
+
+from kbert.models.gpt.pretraining import pretrain  # noqa: E402,F401 (the pretrain hook)

@@ -1,4 +1,4 @@
-"""`python -m kbert.tasks.pretrain`: pretrain BERT, GPT or ELMo, and make BERT's
+"""`python -m kbert.tasks.pretrain`: pretrain BERT, RoBERTa, GPT or ELMo, and make BERT's
 pretraining data.
 
     python -m kbert.tasks.pretrain create_data --input_file "corpus/*.txt" \\
@@ -10,6 +10,7 @@ pretraining data.
     python -m kbert.tasks.pretrain --model bert     # the bundled corpus, minutes on a CPU
     python -m kbert.tasks.pretrain --model elmo --text_file corpus.txt --preset small
     python -m kbert.tasks.pretrain --model gpt --text_file corpus.txt --init_from gpt2
+    python -m kbert.tasks.pretrain --model roberta --text_file corpus.txt --init_from roberta-base
 
 `create_data` is Google's `create_pretraining_data.py` (its flags and defaults; the same
 corpus, vocabulary and seed give the same records). Text corpora: one sentence a line,
@@ -54,7 +55,13 @@ def _create_data_parser() -> argparse.ArgumentParser:
 
 def create_data_main(argv) -> int:
     from kbert.cli import UsageError, add_cli_flags, run_command
-    from kbert.tasks.pretrain.create_data import Options, create_pretraining_data
+    from kbert.models import registry
+
+    # Google's create_pretraining_data.py algorithm, reached through the family that
+    # has it (BERT's pretraining recipe).
+    module = next(f.hook("create_data") for f in registry.all_families()
+                  if f.hook("create_data") is not None)
+    Options, create_pretraining_data = module.Options, module.create_pretraining_data
 
     def options(args) -> Options:
         return Options(max_seq_length=args.max_seq_length,
@@ -91,18 +98,24 @@ def _train_parser() -> argparse.ArgumentParser:
     from kbert.training.flags import add_runtime_flags
 
     p = argparse.ArgumentParser(prog="python -m kbert.tasks.pretrain",
-                                usage="%(prog)s [create_data] --model {bert,gpt,elmo} ...",
+                                usage="%(prog)s [create_data] --model FAMILY ...",
                                 description=__doc__.split("\n\n")[0],
                                 epilog="BERT's pretraining data (Google's "
                                        "create_pretraining_data.py): python -m "
                                        "kbert.tasks.pretrain create_data --help",
                                 formatter_class=HelpFormatter)
-    p.add_argument("--model", required=True, choices=["bert", "gpt", "elmo"],
-                   help="bert: masked LM + next sentence (run_pretraining.py); gpt: causal "
-                        "LM; elmo: the two directions' LMs (bilm-tf)")
+    from kbert.models.registry import BUILTIN
+
+    names = ", ".join(module.rsplit(".", 1)[1] for module in BUILTIN)
+    p.add_argument("--model", required=True, metavar="FAMILY",
+                   help=f"a family with a pretraining recipe ({names}): bert: masked LM + "
+                        "next sentence (run_pretraining.py); roberta: masked LM only, "
+                        "dynamic masking; gpt: causal LM; elmo: the two directions' LMs "
+                        "(bilm-tf)")
     data = p.add_argument_group("data (none given: the bundled corpus)")
     data.add_argument("--input_file", help="bert: create_data TFRecords (globs, "
-                                           "comma-separated)")
+                                           "comma-separated); families whose recipe reads "
+                                           "records")
     data.add_argument("--text_file", help="text (globs, comma-separated): one sentence a "
                                           "line, blank lines between documents")
     data.add_argument("--corpus_paragraphs", type=int, default=3000,
@@ -114,7 +127,8 @@ def _train_parser() -> argparse.ArgumentParser:
     model.add_argument("--init_from", help="continue from this folder (Google, Hugging Face "
                                            "or kbert BERT; a GPT folder; an ELMo folder)")
     model.add_argument("--from_scratch", action="store_true",
-                       help="gpt: new weights of --init_from's config (its tokenizer kept)")
+                       help="gpt, roberta: new weights of --init_from's config (its "
+                            "tokenizer kept)")
     model.add_argument("--preset", default=None,
                        help="from scratch: BertConfig preset or 'demo' (2 layers, 128 "
                             "wide; default mini, on the bundled corpus demo), or ELMoConfig "
@@ -126,10 +140,10 @@ def _train_parser() -> argparse.ArgumentParser:
                        help="bert: lower-case the text (default: --init_from's casing; "
                             "true from scratch)")
     model.add_argument("--max_predictions_per_seq", type=int, default=20,
-                       help="bert: masked positions an example, at most")
+                       help="bert, roberta: masked positions an example, at most")
     model.add_argument("--masked_lm_prob", type=float, default=0.15,
-                       help="bert: share of tokens masked (80%% [MASK], 10%% random, 10%% "
-                            "kept)")
+                       help="bert, roberta: share of tokens masked (80%% the mask token, "
+                            "10%% random, 10%% kept)")
     model.add_argument("--do_whole_word_mask", type=parse_bool, default=False,
                        metavar="true|false",
                        help="bert: mask all the pieces of a word together")
@@ -168,28 +182,35 @@ def train_main(argv) -> int:
         return run(args)
 
     def validate(args):
+        from kbert.models import registry
         from kbert.tasks.common import check_model_flag, check_training_flags
+        from kbert.tasks.pretrain.run import recipe
 
+        try:
+            pretraining = recipe(args.model)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         if args.input_file and args.text_file:
             raise UsageError("--input_file and --text_file: give one of them (or neither, "
                              "for the bundled corpus)")
         if args.corpus_paragraphs < 1:
             raise UsageError(f"--corpus_paragraphs {args.corpus_paragraphs}: must be at "
                              "least 1")
-        if args.model != "bert" and args.input_file:
-            raise UsageError(f"--input_file: create_data records are BERT's; --model "
-                             f"{args.model} reads --text_file")
-        if args.model == "gpt" and not args.init_from:
-            raise UsageError("--model gpt needs --init_from a GPT folder (its tokenizer; "
-                             "with --from_scratch, new weights)")
+        if args.input_file and not pretraining.reads_records:
+            readers = [f.name for f in registry.all_families()
+                       if getattr(f.hook("pretrain"), "reads_records", False)]
+            raise UsageError(f"--input_file: create_data records are read by "
+                             f"{', '.join(readers)}; --model {args.model} reads --text_file")
+        if pretraining.needs_folder and not args.init_from:
+            raise UsageError(f"--model {args.model} needs --init_from a {args.model} folder "
+                             "(its tokenizer; with --from_scratch, new weights)")
         bundled = not args.input_file and not args.text_file
         for flag, _, real, small in BUNDLED_DEFAULTS:
             if getattr(args, flag) is None:
                 setattr(args, flag, small if bundled else real)
         if args.vocab_size is None:
             args.vocab_size = 800 if bundled else 8000
-        args.preset = args.preset or ("small" if args.model == "elmo" else
-                                      "demo" if bundled else "mini")
+        args.preset = args.preset or pretraining.default_preset(bundled)
         for flag in ("num_train_steps", "gradient_accumulation_steps",
                      "max_predictions_per_seq"):
             if getattr(args, flag) < 1:
@@ -206,8 +227,7 @@ def train_main(argv) -> int:
             raise UsageError(f"--masked_lm_prob {args.masked_lm_prob}: must be in (0, 1]")
         if args.init_from:
             check_model_flag(args)  # the folder holds a model of that family
-        check_training_flags(args, specials=3 if args.model == "bert" else 0,
-                             model_flag=False)
+        check_training_flags(args, specials=pretraining.specials, model_flag=False)
 
     parser = _train_parser()
     add_cli_flags(parser, export=False)

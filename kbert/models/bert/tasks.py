@@ -1,0 +1,7 @@
+"""BERT's task hooks (the registry reaches them by name, `Family.hook`): training from
+scratch, the pretraining recipe, and Google's create_data (the pretrain command's
+`create_data`)."""
+
+from kbert.models.bert import create_data  # noqa: F401
+from kbert.models.bert.pretraining import pretrain  # noqa: F401
+from kbert.models.bert.scratch import scratch_encoder, scratch_tokenizer  # noqa: F401

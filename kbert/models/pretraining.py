@@ -1,0 +1,56 @@
+"""What a family's pretraining recipe is: the registry hook `pretrain` of a family that
+`python -m kbert.tasks.pretrain --model NAME` trains (BERT's masked LM and next
+sentence, RoBERTa's masked LM, GPT's causal LM, ELMo's biLM). The command reads the
+flags, the text and the optimizer settings; the recipe builds the data and the model."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+
+@dataclasses.dataclass
+class PretrainRun:
+    """What a recipe hands the command: the model (built and compiled by
+    `runtime.build`), an endless batched dataset, the number of examples an epoch and
+    the mean real tokens an example (for the logs' throughput), and `save(folder)`,
+    which writes the model folder the task commands' `--init_from` reads."""
+
+    model: object
+    data: object
+    examples: int
+    tokens_per_example: float
+    save: Callable[[str], None]
+
+
+class PretrainRecipe:
+    """A family's pretraining, reached through the registry (`family.hook("pretrain")`).
+
+    Attributes:
+        reads_records: takes `--input_file` (BERT's `create_data` TFRecords).
+        needs_folder: needs `--init_from` (a tokenizer kbert cannot build from text).
+        specials: the special tokens an example holds (for `--max_seq_length`'s check).
+        help: one line for `--model`'s help.
+    """
+
+    reads_records = False
+    needs_folder = False
+    specials = 0
+    help = ""
+
+    def default_preset(self, bundled: bool) -> str:
+        """The `--preset` when none is given (`bundled`: the bundled corpus)."""
+        return "demo" if bundled else "mini"
+
+    def build(self, args, runtime, texts: Callable[[], list[str]],
+              optimizer: Callable[[], object]) -> PretrainRun:
+        """The run for `args`: `texts()` reads `--text_file`'s lines (or the bundled
+        corpus), `optimizer()` makes the command's optimizer for `runtime.build`."""
+        raise NotImplementedError
+
+    @staticmethod
+    def built(model, inputs):
+        """Calls the model once, so that every variable exists before the optimizer is
+        built (a checkpoint restore builds it from the trainable variables)."""
+        model(inputs)
+        return model
