@@ -16,9 +16,9 @@ import transformers
 
 import kbert
 from tests.conftest import write_tf1_checkpoint
-from kbert.models.gpt import checkpoints, generation
+from kbert.models import generation
+from kbert.models.gpt import checkpoints
 
-pytestmark = pytest.mark.parity
 
 VOCAB, POSITIONS = 101, 48
 
@@ -69,6 +69,7 @@ def _reference_logits(ref, ids, mask):
                    position_ids=torch.tensor(position_ids, dtype=torch.long)).logits.numpy()
 
 
+@pytest.mark.parity
 @pytest.mark.parametrize("side", ["right", "left"])
 def test_logits_equal_transformers_on_padded_batches(pair, side):
     ref, _, lm = pair
@@ -80,6 +81,7 @@ def test_logits_equal_transformers_on_padded_batches(pair, side):
     assert np.abs(want[real]).max() > 0.1  # the comparison is not of near-zero numbers
 
 
+@pytest.mark.parity
 def test_config_read_from_each_reference_file(pair):
     ref, folder, lm = pair
     c = lm.config
@@ -138,6 +140,7 @@ def _write_openai_checkpoint(ref, folder, corrupt=None):
     return folder
 
 
+@pytest.mark.parity
 def test_openai_tf_checkpoint_loads_with_identical_outputs(tmp_path):
     ref = _reference("gpt2", seed=1)
     folder = _write_openai_checkpoint(ref, tmp_path / "124M")
@@ -153,6 +156,7 @@ def test_openai_tf_checkpoint_loads_with_identical_outputs(tmp_path):
         hf({"token_ids": ids, "padding_mask": mask})["logits"].numpy(), got)
 
 
+@pytest.mark.parity
 def test_corrupted_openai_checkpoint_names_the_variable(tmp_path):
     ref = _reference("gpt2", seed=1)
     folder = _write_openai_checkpoint(ref, tmp_path / "bad", corrupt="model/h1/mlp/c_fc/w")
@@ -161,6 +165,7 @@ def test_corrupted_openai_checkpoint_names_the_variable(tmp_path):
         kbert.GPTDecoder.from_pretrained(folder)
 
 
+@pytest.mark.parity
 def test_missing_and_unexpected_variables_are_named(tmp_path):
     folder = tmp_path / "gpt2"
     _reference("gpt2").save_pretrained(folder)
@@ -179,6 +184,7 @@ def test_missing_and_unexpected_variables_are_named(tmp_path):
     assert "unexpected variable transformer.h.9.mlp.c_fc.bias" in str(err.value)
 
 
+@pytest.mark.parity
 def test_save_pretrained_round_trip(tmp_path, pair):
     _, _, lm = pair
     lm.save_pretrained(tmp_path / "kbert")
@@ -207,6 +213,7 @@ def _prompts():
     return rows, ids, mask
 
 
+@pytest.mark.parity
 def test_greedy_generate_equals_transformers(pair):
     ref, _, lm = pair
     rows, ids, mask = _prompts()
@@ -230,6 +237,7 @@ def test_greedy_generate_equals_transformers(pair):
     np.testing.assert_array_equal(lm.generate_ids(right, right_mask, max_new_tokens=new), got)
 
 
+@pytest.mark.parity
 def test_cached_decoding_equals_the_full_forward_pass(pair):
     _, _, lm = pair
     rows, ids, mask = _prompts()
@@ -243,13 +251,14 @@ def test_cached_decoding_equals_the_full_forward_pass(pair):
         assert seq[len(row):] == got[r].tolist(), r
 
 
+@pytest.mark.parity
 def test_generate_is_traced_once_for_all_shapes(pair):
     _, _, lm = pair
-    lm._generate_cache.functions.clear()
+    generation.compiled_functions(lm).clear()
     for batch, width, new in ((1, 3, 4), (2, 5, 2), (3, 1, 6)):
         ids = np.ones((batch, width), "int32")
         lm.generate_ids(ids, np.ones_like(ids), max_new_tokens=new)
-    (function,) = lm._generate_cache.functions.values()
+    (function,) = generation.compiled_functions(lm).values()
     assert function.compiled.experimental_get_tracing_count() == 1
 
 
@@ -375,6 +384,7 @@ def test_top_k_past_the_vocabulary_samples_from_all_of_it():
         np.testing.assert_array_equal(huge, every)
 
 
+@pytest.mark.parity
 def test_gpt1_continuation_keeps_the_space_after_the_prompt(tmp_path):
     """GPT-1's tokens mark word ends; the continuation decoded apart from the prompt lost
     the space between them ('the catt t t'). The text now reads as transformers'
@@ -482,6 +492,7 @@ def test_checkpoint_rules_split_the_fused_attention():
     np.testing.assert_array_equal(value, fused[:, 2:4])
 
 
+@pytest.mark.parity
 def test_generate_text_equals_transformers_with_the_real_vocabulary(tmp_path):
     """Strings in, strings out, on a GPT-2 with the real 50,257-token vocabulary: the
     same text as transformers' tokenizer + greedy generate + decode."""
@@ -640,6 +651,7 @@ def test_lm_examples_leave_padding_out_of_the_loss():
         metric.get_config()
 
 
+@pytest.mark.parity
 def test_xla_decoding_equals_the_plain_graph(pair):
     """The decoding loop compiled with XLA (the default, on every device) gives the
     same tokens as the plain graph (the generate export's)."""
@@ -656,4 +668,4 @@ def test_xla_decoding_equals_the_plain_graph(pair):
     np.testing.assert_array_equal(
         lm.generate_ids(ids, mask, 6, end_token_id=None, jit_compile=False).numpy(),
         lm.generate_ids(ids, mask, 6, end_token_id=None).numpy())
-    assert {key[-1] for key in lm._generate_cache.functions} == {False, True}
+    assert {key[-1] for key in generation.compiled_functions(lm)} == {False, True}

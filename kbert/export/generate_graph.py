@@ -1,7 +1,10 @@
-"""The GPT `generate` SavedModel: prompt in, continuation out, for TF Serving.
+"""The `generate` SavedModel of a causal LM (`Family.language_model_class`, GPT's):
+prompt in, continuation out, for TF Serving.
 
-Tokenizing (GPT-2's byte-level BPE), decoding with the key/value cache, and turning the
-new tokens back into text all run in the graph. Decoding settings (number of new
+Tokenizing (GPT-2's byte-level BPE), decoding with the key/value cache (the loop of
+`kbert.models.generation`, through the model's generation protocol), and turning the
+new tokens back into text all run in the graph; the prompts are prepared by the same
+function as `generate`'s (`generation.prepare_prompts`). Decoding settings (number of new
 tokens, sampler, temperature, top-k, top-p, seed) are fixed at export time; they are
 written to `assets.extra/kbert_generate.json` and kept as the string constant
 `generation_settings` of the loaded object.
@@ -22,7 +25,7 @@ import tensorflow as tf
 
 from kbert.export import ops as ops_lib
 from kbert.export.base import SAMPLE_TEXTS, ServingModule, save_export
-from kbert.models.gpt import generation
+from kbert.models import generation
 
 SETTINGS_FILE = "kbert_generate.json"
 
@@ -32,19 +35,19 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                     top_k: int | None = None, top_p: float | None = None,
                     seed: int | None = None,
                     serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
-    """Exports a `GPTLanguageModel` with its `GPTTokenizer` (see the module docstring).
+    """Exports a causal LM with its tokenizer (see the module docstring).
 
     `seed`: None draws new random numbers for every request; an int makes every
     request's sampling reproducible (the same prompt, the same text).
     """
     generation.check_settings(sampler, temperature, top_k, top_p)
     if top_k is not None:  # recorded as decoding uses it: at most the vocabulary
-        top_k = min(int(top_k), int(lm.config.vocab_size))
-    limit = lm.config.max_position_embeddings
+        top_k = min(int(top_k), int(lm.vocab_size))
+    limit = lm.max_positions
     if not 1 <= max_new_tokens < limit:
         raise ValueError(f"max_new_tokens={max_new_tokens}: must be between 1 and "
                          f"{limit - 1} (the model has {limit} positions)")
-    end = lm.config.end_token_id
+    end = lm.end_token_id
     if end is None:
         raise ValueError("the generate export needs an end token (GPT-2's <|endoftext|>); "
                          "this model has none")
@@ -62,22 +65,13 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def serve(prompt):
-        ids = tf.cast(tokenizer.tokenize(prompt), tf.int32)
-        empty = tf.equal(ids.row_lengths(), 0)
-        start = tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], end), tf.cast(empty, tf.int64))
-        ids = tf.concat([start, ids], axis=1)
-        ids = ids[:, -keep:]  # the end of a long prompt
-        dense = ids.to_tensor(0)  # every row has a token now
-        mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
-        dense, mask = generation.left_pad(dense, mask)
+        _, dense, mask, _ = generation.prepare_prompts(tokenizer, prompt, keep, end)
         if seed is None:
             draw = tf.random.uniform([2], maxval=2 ** 31 - 1, dtype=tf.int32)
         else:
             draw = tf.constant(generation.seed_pair(seed))
         new = run(dense, mask, tf.constant(max_new_tokens, tf.int32), draw)
-        before_end = tf.equal(tf.cumsum(tf.cast(tf.equal(new, end), tf.int32), axis=1), 0)
-        text = tokenizer.detokenize(tf.ragged.boolean_mask(new, before_end))
+        text = tokenizer.detokenize(generation.until_end(new, end))
         return {"text": tf.strings.unicode_transcode(text, "UTF-8", "UTF-8",
                                                      errors="replace")}
 

@@ -1,4 +1,17 @@
-"""Text generation with a preallocated key/value cache, compiled once and reused.
+"""Text generation for any causal LM, with a preallocated key/value cache, compiled once
+and reused.
+
+A causal LM offers the generation protocol (GPT's `GPTLanguageModel` does):
+    end_token_id, max_positions, vocab_size   (ints; end_token_id may be None)
+    generation_cache(batch, length)           -> an empty key/value cache
+    generation_step(token_ids, positions, key_mask, cache, index)
+                                              -> (float32 logits [B, V] of the last
+                                                  position, the updated cache)
+An encoder-decoder (T5, BART) fits the same loop: its `generation_cache` runs the encoder
+once and holds its states beside the decoder's self-attention cache, and its
+`generation_step` attends to both. Samplers are objects (`Sampler`: greedy, top-k, top-p;
+`get_sampler` turns the string arguments into one); `prepare_prompts` is the one
+in-graph prompt preparation that `generate` and the generate SavedModel share.
 
 The prompts are left-aligned to the right (left padding), so that every row's next
 token is written at the same cache index; positions count from each row's first real
@@ -33,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import random
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -92,24 +106,83 @@ def _categorical(logits, seed):
     return tf.maximum(tf.minimum(pick, last), 0)
 
 
-def choose(logits, sampler: str, temperature: float, top_k, top_p, seed):
-    """float32 logits [B, V] -> int32 token ids [B]. `seed` is an int32 [2] Tensor."""
-    if sampler == "greedy":
+class Sampler:
+    """Picks the next token: `sampler(logits [B, V] float32, seed int32 [2]) -> int32
+    ids [B]`. `key()` names the setting (one compiled loop per model and key)."""
+
+    def __call__(self, logits, seed):
+        raise NotImplementedError
+
+    def key(self) -> tuple:
+        return (type(self).__name__,)
+
+
+class GreedySampler(Sampler):
+    """The most likely token."""
+
+    def __call__(self, logits, seed):
         return tf.argmax(logits, axis=-1, output_type=tf.int32)
-    logits = logits / temperature
-    if sampler == "top_k":
-        k = min(int(top_k), logits.shape[-1]) if logits.shape[-1] else int(top_k)
+
+
+class TopKSampler(Sampler):
+    """Sampled among the k most likely tokens after dividing the logits by
+    `temperature` (Fan et al., 2018)."""
+
+    def __init__(self, k: int, temperature: float = 1.0):
+        self.k, self.temperature = int(k), float(temperature)
+
+    def __call__(self, logits, seed):
+        logits = logits / self.temperature
+        k = min(self.k, logits.shape[-1]) if logits.shape[-1] else self.k
         values, indices = tf.math.top_k(logits, k=k)  # (B, k), best first
         return tf.gather(indices, _categorical(values, seed), batch_dims=1)
-    # top_p: sort, keep the prefix whose mass before each token is below p.
-    order = tf.argsort(logits, axis=-1, direction="DESCENDING", stable=True)
-    sorted_logits = tf.gather(logits, order, batch_dims=1)
-    probs = tf.nn.softmax(sorted_logits, axis=-1)
-    before = tf.cumsum(probs, axis=-1, exclusive=True)
-    keep = before < top_p
-    keep = tf.concat([tf.ones_like(keep[:, :1]), keep[:, 1:]], axis=-1)  # the best always
-    sorted_logits = tf.where(keep, sorted_logits, tf.constant(-np.inf, logits.dtype))
-    return tf.gather(order, _categorical(sorted_logits, seed), batch_dims=1)
+
+    def key(self) -> tuple:
+        return ("top_k", self.k, self.temperature)
+
+
+class TopPSampler(Sampler):
+    """Sampled among the fewest most likely tokens whose probabilities sum to at least
+    p (nucleus sampling, Holtzman et al., 2020), after dividing the logits by
+    `temperature`; the token that crosses p is kept, and so is always the best one."""
+
+    def __init__(self, p: float, temperature: float = 1.0):
+        self.p, self.temperature = float(p), float(temperature)
+
+    def __call__(self, logits, seed):
+        logits = logits / self.temperature
+        order = tf.argsort(logits, axis=-1, direction="DESCENDING", stable=True)
+        sorted_logits = tf.gather(logits, order, batch_dims=1)
+        probs = tf.nn.softmax(sorted_logits, axis=-1)
+        before = tf.cumsum(probs, axis=-1, exclusive=True)
+        keep = before < self.p
+        keep = tf.concat([tf.ones_like(keep[:, :1]), keep[:, 1:]], axis=-1)  # the best
+        sorted_logits = tf.where(keep, sorted_logits, tf.constant(-np.inf, logits.dtype))
+        return tf.gather(order, _categorical(sorted_logits, seed), batch_dims=1)
+
+    def key(self) -> tuple:
+        return ("top_p", self.p, self.temperature)
+
+
+def get_sampler(sampler, temperature: float = 1.0, top_k=None, top_p=None,
+                vocab_size: int | None = None) -> Sampler:
+    """A `Sampler` from `generate`'s arguments (a `Sampler` passes through). `top_k`
+    past the vocabulary samples from all of it (as transformers)."""
+    if isinstance(sampler, Sampler):
+        return sampler
+    check_settings(sampler, temperature, top_k, top_p)
+    if sampler == "greedy":
+        return GreedySampler()
+    if sampler == "top_k":
+        k = int(top_k) if vocab_size is None else min(int(top_k), int(vocab_size))
+        return TopKSampler(k, temperature)
+    return TopPSampler(float(top_p), temperature)
+
+
+def choose(logits, sampler: str, temperature: float, top_k, top_p, seed):
+    """float32 logits [B, V] -> int32 token ids [B] (`get_sampler`'s sampler). `seed`
+    is an int32 [2] Tensor."""
+    return get_sampler(sampler, temperature, top_k, top_p)(logits, seed)
 
 
 def left_pad(token_ids, padding_mask, pad_id: int = 0):
@@ -142,9 +215,7 @@ def _round_up(n, multiple):
     return (n + multiple - 1) // multiple * multiple
 
 
-def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=False):
-    decoder = lm.decoder
-    embedding = decoder.token_embedding
+def _build(lm, sampler: Sampler, end_token_id, jit_compile=False):
     stops = end_token_id is not None and end_token_id >= 0
     end = tf.constant(end_token_id if stops else 0, tf.int32)
     # On CPUs, XLA's fused one-vector product + bias reads the weights more slowly than
@@ -168,12 +239,10 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=Fal
         # `capacity` (>= max_new_tokens) sizes the cache and the output; only it, not
         # max_new_tokens, is a compile-time constant for XLA.
         batch, prompt = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
-        total = prompt + capacity
-        cache = decoder.empty_cache(batch, total)
+        cache = lm.generation_cache(batch, prompt + capacity)
         key_mask = tf.concat([padding_mask, tf.ones([batch, capacity], tf.int32)], 1)
-        hidden, cache = decoder.call_with_cache(
-            token_ids, positions_from_mask(padding_mask), key_mask, cache, 0)
-        logits = embedding.logits(hidden[:, -1])  # (B, V) float32
+        logits, cache = lm.generation_step(token_ids, positions_from_mask(padding_mask),
+                                           key_mask, cache, 0)  # (B, V) float32
         lengths = tf.reduce_sum(padding_mask, axis=1)  # (B,)
         out = tf.fill([batch, capacity], end)
         done = tf.zeros([batch], tf.bool)
@@ -182,17 +251,17 @@ def _build(lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile=Fal
             return tf.logical_and(t < max_new_tokens, tf.logical_not(tf.reduce_all(done)))
 
         def body(t, logits, cache, done, out):
-            step_seed = tf.stack([seed[0], seed[1] + t])
-            token = choose(logits, sampler, temperature, top_k, top_p, step_seed)
+            token = sampler(logits, tf.stack([seed[0], seed[1] + t]))
             if stops:
                 token = tf.where(done, end, token)
                 done = tf.logical_or(done, tf.equal(token, end))
             out = ops.slice_update(out, (0, t), token[:, None])
-            hidden, cache = decoder.call_with_cache(
-                token[:, None], (lengths + t)[:, None], key_mask, cache, prompt + t)
-            return t + 1, embedding.logits(hidden[:, 0]), cache, done, out
+            logits, cache = lm.generation_step(token[:, None], (lengths + t)[:, None],
+                                               key_mask, cache, prompt + t)
+            return t + 1, logits, cache, done, out
 
-        cache_shapes = tuple((tf.TensorShape([None] * 3),) * 2 for _ in cache)
+        cache_shapes = tf.nest.map_structure(lambda x: tf.TensorShape([None] * x.shape.rank),
+                                             cache)
         shapes = (tf.TensorShape([]), tf.TensorShape([None, None]), cache_shapes,
                   tf.TensorShape([None]), tf.TensorShape([None, None]))
         *_, out = tf.while_loop(cond, body, (tf.constant(0), logits, cache, done, out),
@@ -227,24 +296,29 @@ def bucket(token_ids, padding_mask, max_new_tokens, buckets=True):
     return token_ids, padding_mask, _round_up(max_new_tokens, NEW_TOKENS_BUCKET)
 
 
+# The compiled decoding functions of each model, by setting (a model's entry goes with it).
+_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def compiled_functions(lm) -> dict:
+    """The decoding functions built for `lm` so far, by (sampler key, end token, XLA)."""
+    return _FUNCTIONS.setdefault(lm, {})
+
+
 def generate_function(lm, sampler="greedy", temperature=1.0, top_k=None, top_p=None,
                       end_token_id=None, jit_compile: bool | None = None):
     """The compiled decoding function for these settings (built once per model and
     setting): (token_ids [B, P] left-padded, padding_mask [B, P], max_new_tokens,
     seed int32 [2]) -> int32 [B, max_new_tokens]. Callable eagerly and inside a
-    `tf.function`. `jit_compile`: None is `_use_xla()`."""
-    check_settings(sampler, temperature, top_k, top_p)
-    if top_k is not None:  # k past the vocabulary samples from all of it (as transformers)
-        top_k = min(int(top_k), int(lm.config.vocab_size))
+    `tf.function`. `sampler`: a name (with temperature, top_k, top_p) or a `Sampler`;
+    `jit_compile`: None is `_use_xla()`."""
+    chosen = get_sampler(sampler, temperature, top_k, top_p, vocab_size=lm.vocab_size)
     jit_compile = _use_xla() if jit_compile is None else bool(jit_compile)
-    key = (sampler, float(temperature), None if top_k is None else int(top_k),
-           None if top_p is None else float(top_p), end_token_id, jit_compile)
-    cache = lm._generate_cache.functions
-    if key not in cache:
-        cache[key] = _build(lm, sampler, float(temperature), top_k,
-                            None if top_p is None else float(top_p), end_token_id,
-                            jit_compile)
-    return cache[key]
+    key = (*chosen.key(), end_token_id, jit_compile)
+    functions = compiled_functions(lm)
+    if key not in functions:
+        functions[key] = _build(lm, chosen, end_token_id, jit_compile)
+    return functions[key]
 
 
 def seed_pair(seed: int) -> list[int]:
@@ -262,13 +336,14 @@ def _seed(seed):
 def generate_ids(lm, token_ids, padding_mask, max_new_tokens, sampler="greedy",
                  temperature=1.0, top_k=None, top_p=None, seed=None, end_token_id=-1,
                  jit_compile=None):
-    """See `GPTLanguageModel.generate_ids`. `end_token_id=-1` means the config's."""
+    """New tokens [B, max_new_tokens] after left- or right-padded prompts of ids.
+    `end_token_id=-1` means the model's."""
     if end_token_id == -1:
-        end_token_id = lm.config.end_token_id
+        end_token_id = lm.end_token_id
     ids, mask = left_pad(token_ids, padding_mask)
     if int(max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens}: must be at least 1")
-    limit = lm.config.max_position_embeddings
+    limit = lm.max_positions
     longest = int(tf.reduce_max(tf.reduce_sum(mask, axis=1)))
     if longest + int(max_new_tokens) > limit:
         raise ValueError(f"a prompt of {longest} tokens + max_new_tokens={max_new_tokens} "
@@ -278,48 +353,69 @@ def generate_ids(lm, token_ids, padding_mask, max_new_tokens, sampler="greedy",
     return run(ids, mask, tf.constant(int(max_new_tokens), tf.int32), _seed(seed))
 
 
+def prepare_prompts(tokenizer, prompts, keep: int, start_id: int):
+    """In-graph prompt preparation, shared by `generate` and the generate SavedModel:
+    tf.string [B] -> (ids RaggedTensor [B, (P)] int32, token_ids [B, P] left-padded,
+    padding_mask [B, P], cut [B] bool). An empty prompt starts from `start_id` (GPT-2's
+    unconditional samples start from its end token); a prompt longer than `keep`
+    tokens keeps its last `keep` (`cut` says which were)."""
+    ids = tf.cast(tokenizer.tokenize(prompts), tf.int32)
+    empty = tf.equal(ids.row_lengths(), 0)
+    start = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], tf.constant(start_id, tf.int32)),
+        tf.cast(empty, tf.int64))
+    ids = tf.concat([start, ids], axis=1)
+    cut = ids.row_lengths() > keep
+    ids = ids[:, -keep:]
+    dense = ids.to_tensor(0)  # every row has a token now
+    mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
+    dense, mask = left_pad(dense, mask)
+    return ids, dense, mask, cut
+
+
+def until_end(new, end_token_id):
+    """The new tokens [B, N] up to (without) each row's first end token: RaggedTensor."""
+    if end_token_id is None:
+        return tf.RaggedTensor.from_tensor(new)
+    before = tf.equal(tf.cumsum(tf.cast(tf.equal(new, end_token_id), tf.int32), axis=1), 0)
+    return tf.ragged.boolean_mask(new, before)
+
+
 def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=1.0,
-                  top_k=None, top_p=None, seed=None, jit_compile=None):
+                  top_k=None, top_p=None, seed=None, jit_compile=None, tokenizer=None):
     """Strings in, strings out: each prompt followed by its continuation (up to the end
     token, which is left out). An empty prompt starts from the end token, as GPT-2's
     unconditional samples do; a prompt longer than the model's positions less
-    `max_new_tokens` keeps its last tokens (with a warning), as the generate export."""
-    tokenizer = lm.tokenizer
+    `max_new_tokens` keeps its last tokens (with a warning), as the generate export.
+    `tokenizer`: default `lm.tokenizer`."""
+    tokenizer = tokenizer if tokenizer is not None else getattr(lm, "tokenizer", None)
     if tokenizer is None:
         raise ValueError("generate() needs a tokenizer: load the model with "
-                         "GPTLanguageModel.from_pretrained on a folder with one, or set "
-                         "model.tokenizer = GPTTokenizer(...)")
+                         f"{type(lm).__name__}.from_pretrained on a folder with one, or "
+                         "set model.tokenizer")
     single = isinstance(prompts, str)
     if not single and not list(prompts):
         return []
     texts = tf.constant([prompts] if single else list(prompts))
-    rows = tokenizer.tokenize(texts).to_list()
-    end = lm.config.end_token_id
-    if any(not r for r in rows):
-        if end is None:
-            raise ValueError("an empty prompt needs a start token, and this model has no "
-                             "end token (GPT-1)")
-        rows = [r or [end] for r in rows]  # empty prompts start from <|endoftext|>
-    keep = lm.config.max_position_embeddings - int(max_new_tokens)
+    end = lm.end_token_id
+    keep = lm.max_positions - int(max_new_tokens)
     if keep < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in "
-                         f"the model's {lm.config.max_position_embeddings} positions")
-    long = [i for i, r in enumerate(rows) if len(r) > keep]
-    if long:
-        logger.warning("%d prompt(s) (e.g. #%d, %d tokens) longer than %d tokens (the "
-                       "model's positions less max_new_tokens): their last %d tokens are "
-                       "kept", len(long), long[0], len(rows[long[0]]), keep, keep)
-        rows = [r[-keep:] for r in rows]
-    ids = tf.ragged.constant(rows, dtype=tf.int32, ragged_rank=1)
-    dense = ids.to_tensor(0)
-    mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
+                         f"the model's {lm.max_positions} positions")
+    if end is None and bool(tf.reduce_any(tf.equal(
+            tokenizer.tokenize(texts).row_lengths(), 0))):
+        raise ValueError("an empty prompt needs a start token, and this model has no "
+                         "end token (GPT-1)")
+    ids, dense, mask, cut = prepare_prompts(tokenizer, texts, keep,
+                                            end if end is not None else 0)
+    long = np.flatnonzero(cut.numpy())
+    if long.size:
+        logger.warning("%d prompt(s) (e.g. #%d) longer than %d tokens (the model's "
+                       "positions less max_new_tokens): their last %d tokens are kept",
+                       long.size, long[0], keep, keep)
     new = generate_ids(lm, dense, mask, max_new_tokens, sampler, temperature, top_k, top_p,
                        seed, jit_compile=jit_compile)
-    if end is not None:  # cut at the first end token
-        keep = tf.cumsum(tf.cast(tf.equal(new, end), tf.int32), axis=1) == 0
-        new = tf.ragged.boolean_mask(new, keep)
-    else:
-        new = tf.RaggedTensor.from_tensor(new)
+    new = until_end(new, end)
     # The continuation is what decoding prompt + new adds to decoding the prompt alone:
     # GPT-1's BPE marks word ends (`</w>`), so the space between the prompt's last word
     # and the first new one belongs to neither part decoded apart. For GPT-2's bytes

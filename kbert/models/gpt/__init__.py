@@ -1,5 +1,5 @@
-"""GPT (GPT-1 and GPT-2): config, decoder, language model, checkpoint converters and
-generation; registered as the family "gpt"."""
+"""GPT (GPT-1 and GPT-2): config, decoder, language model (with the generation protocol
+of `kbert.models.generation`), checkpoint converters; registered as the family "gpt"."""
 
 import os
 

@@ -12,12 +12,13 @@ from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
+from kbert.models.base import Pretrained
 from kbert.models.gpt.config import GPTConfig
 from kbert.models.interface import TransformerSizes, dtype_from_config
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class GPTDecoder(keras.Model, TransformerSizes):
+class GPTDecoder(keras.Model, TransformerSizes, Pretrained):
     """The GPT Transformer decoder: token + learned position embeddings, L blocks of
     masked (causal) self-attention, and, for GPT-2, a final LayerNorm.
 
@@ -73,6 +74,10 @@ class GPTDecoder(keras.Model, TransformerSizes):
 
     # ------------------------------------------------------------ model interface
     family = "gpt"
+    # from_pretrained: a kbert GPT folder, a Hugging Face `gpt2` or `openai-gpt` folder,
+    # or an OpenAI GPT-2 TF checkpoint folder (`hparams.json`, `model.ckpt.*`);
+    # save_pretrained: a kbert folder in Hugging Face's GPT-2 tensor layout.
+    checkpoints = "kbert.models.gpt.checkpoints"
 
     def features(self, inputs, training=None) -> dict:
         """Adds `pooled_output`: the state at each row's last real token (the GPT
@@ -172,21 +177,6 @@ class GPTDecoder(keras.Model, TransformerSizes):
         return cls(config.pop("config"), dtype=dtype, **config)
 
     # ------------------------------------------------------------------ checkpoints
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, dtype=None, **config_overrides
-                        ) -> "GPTDecoder":
-        """A kbert GPT folder, a Hugging Face `gpt2` or `openai-gpt` folder, or an
-        OpenAI GPT-2 TF checkpoint folder (`hparams.json`, `model.ckpt.*`)."""
-        from kbert.models.gpt import checkpoints
-
-        return checkpoints.load_decoder(cls, path, dtype=dtype, **config_overrides)
-
-    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
-        """Writes a kbert folder atomically: `config.json`, `model.safetensors` (in
-        Hugging Face's GPT-2 tensor layout) and, given a tokenizer, its files."""
-        from kbert.models.gpt import checkpoints
-
-        checkpoints.save_decoder(self, path, tokenizer=tokenizer)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -240,7 +230,31 @@ class GPTLanguageModel(keras.Model):
         self.decoder = decoder
         self.config = decoder.config
         self.tokenizer = None  # set by from_pretrained, or by the user
-        self._generate_cache = _Untracked()  # compiled decoding functions by setting
+
+    # ------------------------------------------------- generation protocol
+    # (kbert.models.generation: the loop, samplers and prompt preparation of every
+    # causal LM.)
+    @property
+    def end_token_id(self) -> int | None:
+        return self.config.end_token_id
+
+    @property
+    def max_positions(self) -> int:
+        return self.config.max_position_embeddings
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    def generation_cache(self, batch_size, length):
+        """The decoder's empty key/value cache for `length` positions."""
+        return self.decoder.empty_cache(batch_size, length)
+
+    def generation_step(self, token_ids, positions, key_mask, cache, index):
+        """(float32 logits [B, V] at the last of `token_ids`, the updated cache)."""
+        hidden, cache = self.decoder.call_with_cache(token_ids, positions, key_mask, cache,
+                                                     index)
+        return self.decoder.token_embedding.logits(hidden[:, -1]), cache
 
     def get_config(self):
         return {"decoder": self.config.to_dict(), "name": self.name,
@@ -277,10 +291,11 @@ class GPTLanguageModel(keras.Model):
                  top_p: float | None = None, seed: int | None = None,
                  jit_compile: bool | None = None):
         """Continues each prompt: strings in, strings out (the prompt, then the
-        continuation, up to and without the end token). See `kbert.models.gpt.
-        generation` for the decoding; `generate_ids` works on token ids. `jit_compile`:
-        None (XLA) or False (the plain graph: no compilation per shape bucket)."""
-        from kbert.models.gpt import generation
+        continuation, up to and without the end token). See `kbert.models.generation`
+        for the decoding (`sampler` may also be a `generation.Sampler`); `generate_ids`
+        works on token ids. `jit_compile`: None (XLA) or False (the plain graph: no
+        compilation per shape bucket)."""
+        from kbert.models import generation
 
         return generation.generate_text(self, prompts, max_new_tokens=max_new_tokens,
                                         sampler=sampler, temperature=temperature,
@@ -294,20 +309,13 @@ class GPTLanguageModel(keras.Model):
                      jit_compile: bool | None = None):
         """Continues left- or right-padded prompts of token ids [B, P]; returns int32
         [B, max_new_tokens], the new tokens (after a row's end token: the end token
-        again; `end_token_id=None` never stops). See `kbert.models.gpt.generation`."""
-        from kbert.models.gpt import generation
+        again; `end_token_id=None` never stops). See `kbert.models.generation`."""
+        from kbert.models import generation
 
         return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
                                        sampler=sampler, temperature=temperature, top_k=top_k,
                                        top_p=top_p, seed=seed, end_token_id=end_token_id,
                                        jit_compile=jit_compile)
-
-
-class _Untracked:
-    """A plain holder, so that saving does not try to track what it holds."""
-
-    def __init__(self):
-        self.functions = {}
 
 
 def _new_layers(config: GPTConfig, dtype):
