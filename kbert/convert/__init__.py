@@ -2,7 +2,8 @@
 per-tensor hooks applied with errors that name the variable.
 
 A family hands its table to the converter (never the other way round): this package
-knows no family's names. See `kbert.models.bert.checkpoints` for BERT's table.
+knows no family's names. See `kbert.models.bert.checkpoints` for BERT's table, and
+`kbert.convert.folders` for the folder handling every family shares.
 """
 
 from kbert.convert.readers import (read_hdf5, read_hf_folder_weights, read_safetensors,

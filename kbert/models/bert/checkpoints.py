@@ -14,16 +14,15 @@ import logging
 import os
 import re
 
-import numpy as np
 
 from kbert import convert
-from kbert.io import atomic_directory, read_json
+from kbert.convert import folders
 from kbert.models.bert.config import BertConfig
 
 logger = logging.getLogger(__name__)
 
-KBERT_WEIGHTS = "model.safetensors"
-CONFIG = "config.json"
+KBERT_WEIGHTS = folders.WEIGHTS
+CONFIG = folders.CONFIG
 
 
 def variable_map(encoder) -> dict:
@@ -86,56 +85,36 @@ def rules(canonical_names, fmt: str) -> list[convert.Rule]:
 
 
 # ---------------------------------------------------------------------------- reading
-def _hf_tensors(folder: str) -> tuple[dict, dict, str]:
-    """A Hugging Face BERT's weights by normalized name (no `bert.` prefix, LayerNorm
-    `weight`/`bias`), the names as stored, and the file read."""
-    raw, source = convert.read_hf_folder_weights(folder)
-    tensors, display = {}, {}
-    for key, value in raw.items():
-        k = key.removeprefix("bert.")
-        k = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", k)
-        k = re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", k)
-        tensors[k], display[k] = value, key
-    return tensors, display, source
+def _normalize(name: str) -> str:
+    """Older Hugging Face files name LayerNorm parameters `gamma`/`beta`."""
+    name = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", name)
+    return re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", name)
 
 
-def _google_tensors(folder_or_prefix: str) -> tuple[dict, str]:
+def _google_tensors(folder_or_prefix: str) -> tuple[dict, dict, str]:
     def keep(name):  # not the pretraining heads (cls/...), task heads, slots or step
         return name.startswith("bert/") and not name.endswith(("/adam_m", "/adam_v"))
 
-    return convert.read_tf_checkpoint(folder_or_prefix, keep)
+    tensors, source = convert.read_tf_checkpoint(folder_or_prefix, keep)
+    return tensors, {}, source
+
+
+SPEC = folders.FolderSpec(BertConfig, hf_prefix="bert.", normalize=_normalize,
+                          foreign=(folders.Foreign("google", "bert_config.json",
+                                                   _google_tensors),))
 
 
 def detect_format(folder: str) -> str:
     """'kbert', 'hf' or 'google' for a checkpoint folder."""
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"{folder}: not a folder")
-    cfg = os.path.join(folder, CONFIG)
-    if os.path.exists(cfg):
-        return "kbert" if "kbert_model" in read_json(cfg) else "hf"
-    if os.path.exists(os.path.join(folder, "bert_config.json")):
-        return "google"
-    raise FileNotFoundError(
-        f"{folder}: no config.json (kbert or Hugging Face) or bert_config.json (Google)")
+    return folders.detect_format(folder, SPEC)
 
 
 def read_checkpoint(folder) -> tuple[BertConfig, dict, dict, str, str]:
     """Returns (config, tensors by name, stored names, format, source file)."""
     from kbert.models import registry
 
-    folder = os.fspath(folder)
-    registry.expect_family(folder, "bert")
-    fmt = detect_format(folder)
-    if fmt == "google":
-        config = BertConfig.from_json_file(os.path.join(folder, "bert_config.json"))
-        tensors, source = _google_tensors(folder)
-        return config, tensors, {}, fmt, source
-    config = BertConfig.from_json_file(os.path.join(folder, CONFIG))
-    if fmt == "kbert":
-        source = os.path.join(folder, KBERT_WEIGHTS)
-        return config, convert.read_safetensors(source), {}, fmt, source
-    tensors, display, source = _hf_tensors(folder)
-    return config, tensors, display, fmt, source
+    registry.expect_family(os.fspath(folder), "bert")
+    return folders.read_folder(folder, SPEC)
 
 
 def _owned_by_encoder(fmt: str):
@@ -157,24 +136,16 @@ def assign(encoder, tensors: dict, fmt: str, source: str, display: dict | None =
     convert.assign(targets, values)
 
 
-def load_encoder(cls, path, dtype=None, **config_overrides):
+def load(cls, path, dtype=None, **config_overrides):
     config, tensors, display, fmt, source = read_checkpoint(os.fspath(path))
-    if config_overrides:
-        config = BertConfig.from_dict({**config.to_dict(), **config_overrides})
-    encoder = cls(config, dtype=dtype)
+    encoder = cls(folders.with_overrides(config, config_overrides), dtype=dtype)
     assign(encoder, tensors, fmt, source, display)
     logger.info("Loaded BertEncoder (%s format) from %s", fmt, source)
     return encoder
 
 
-def save_encoder(encoder, path, tokenizer=None) -> None:
-    """Writes a kbert folder; a crash leaves either the old folder or the new one."""
-    from safetensors.numpy import save_file
-
-    tensors = {name: np.ascontiguousarray(np.asarray(var.numpy(), dtype=np.float32))
-               for name, var in variable_map(encoder).items()}
-    with atomic_directory(path) as tmp:
-        encoder.config.to_json_file(os.path.join(tmp, CONFIG))
-        save_file(tensors, os.path.join(tmp, KBERT_WEIGHTS), metadata={"format": "kbert"})
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
+def save(encoder, path, tokenizer=None) -> None:
+    """Writes a kbert folder (Google's names); a crash leaves the old folder or the new."""
+    folders.write_folder(path, encoder.config,
+                         {name: var.numpy() for name, var in variable_map(encoder).items()},
+                         tokenizer)

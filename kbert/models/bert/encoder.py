@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import keras
 from keras import ops
 
@@ -11,12 +9,13 @@ from kbert.layers.embeddings import BertEmbeddings
 from kbert.layers.initializers import truncated_normal
 from kbert.layers.masks import padding_bias
 from kbert.layers.transformer import TransformerBlock
+from kbert.models.base import Pretrained
 from kbert.models.bert.config import BertConfig
 from kbert.models.interface import TransformerSizes, dtype_from_config
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertEncoder(keras.Model, TransformerSizes):
+class BertEncoder(keras.Model, TransformerSizes, Pretrained):
     """BERT encoder (Devlin et al., 2019): embeddings, L post-LN blocks, tanh pooler.
 
     Inputs are a dict of int Tensors of shape [batch_size, seq_length]: `token_ids`,
@@ -84,6 +83,10 @@ class BertEncoder(keras.Model, TransformerSizes):
 
     # ------------------------------------------------------------ model interface
     family = "bert"
+    # from_pretrained: a kbert folder, a Hugging Face folder (config.json +
+    # model.safetensors or pytorch_model.bin) or a Google folder (bert_config.json +
+    # bert_model.ckpt.*); save_pretrained: a kbert folder (Google's variable names).
+    checkpoints = "kbert.models.bert.checkpoints"
 
     def sentence_encoder(self) -> "BertEncoder":
         """`with_output_range(1)`: a sentence head reads only the pooled [CLS] vector."""
@@ -113,31 +116,6 @@ class BertEncoder(keras.Model, TransformerSizes):
         config = dict(config)
         dtype = dtype_from_config(config)
         return cls(config.pop("config"), dtype=dtype, **config)
-
-    # ------------------------------------------------------------------ checkpoints
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, dtype=None, **config_overrides
-                        ) -> "BertEncoder":
-        """Builds an encoder and loads its weights from a folder.
-
-        `path` is a kbert folder (written by `save_pretrained`), a Hugging Face folder
-        (`config.json` + `model.safetensors` or `pytorch_model.bin`) or a Google folder
-        (`bert_config.json` + `bert_model.ckpt.*`). A missing, extra or mis-shaped
-        variable raises a ValueError that names it.
-
-        `config_overrides` replace config fields, e.g. `dropout=0.0`.
-        """
-        from kbert.models.bert import checkpoints
-
-        return checkpoints.load_encoder(cls, path, dtype=dtype, **config_overrides)
-
-    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
-        """Writes a kbert folder atomically: `config.json`, `model.safetensors` (variables
-        under Google's checkpoint names) and, given a tokenizer, `vocab.txt` and
-        `tokenizer_config.json`."""
-        from kbert.models.bert import checkpoints
-
-        checkpoints.save_encoder(self, path, tokenizer=tokenizer)
 
 
 def init_sinusoidal_positions(encoder: BertEncoder, scale: float = 0.1) -> BertEncoder:

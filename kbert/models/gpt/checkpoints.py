@@ -19,13 +19,13 @@ import re
 import numpy as np
 
 from kbert import convert
-from kbert.io import atomic_directory, read_json
+from kbert.convert import folders
 from kbert.models.gpt.config import GPTConfig
 
 logger = logging.getLogger(__name__)
 
-KBERT_WEIGHTS = "model.safetensors"
-CONFIG = "config.json"
+KBERT_WEIGHTS = folders.WEIGHTS
+CONFIG = folders.CONFIG
 OPENAI_HPARAMS = "hparams.json"
 
 _BLOCK_DENSE = {"attn.c_proj": "attention_output", "mlp.c_fc": "intermediate",
@@ -78,15 +78,6 @@ def rules(targets) -> list[convert.Rule]:
 
 
 # ---------------------------------------------------------------------------- reading
-def _hf_tensors(folder: str) -> tuple[dict, dict, str]:
-    raw, source = convert.read_hf_folder_weights(folder)
-    tensors, display = {}, {}
-    for key, value in raw.items():
-        k = key.removeprefix("transformer.")
-        tensors[k], display[k] = value, key
-    return tensors, display, source
-
-
 _OPENAI_NAME = re.compile(r"model/(?:h(\d+)/)?(.+)/(w|b|g)$|model/(wte|wpe)$")
 
 
@@ -112,36 +103,21 @@ def _openai_tensors(folder: str) -> tuple[dict, dict, str]:
     return tensors, display, source
 
 
+SPEC = folders.FolderSpec(GPTConfig, hf_prefix="transformer.",
+                          foreign=(folders.Foreign("openai", OPENAI_HPARAMS, _openai_tensors),))
+
+
 def detect_format(folder: str) -> str:
     """'kbert', 'hf' or 'openai' for a checkpoint folder."""
-    if not os.path.isdir(folder):
-        raise FileNotFoundError(f"{folder}: not a folder")
-    cfg = os.path.join(folder, CONFIG)
-    if os.path.exists(cfg):
-        return "kbert" if "kbert_model" in read_json(cfg) else "hf"
-    if os.path.exists(os.path.join(folder, OPENAI_HPARAMS)):
-        return "openai"
-    raise FileNotFoundError(f"{folder}: no config.json (kbert or Hugging Face) or "
-                            "hparams.json (OpenAI GPT-2)")
+    return folders.detect_format(folder, SPEC)
 
 
 def read_checkpoint(folder) -> tuple[GPTConfig, dict, dict, str, str]:
     """(config, tensors by normalized name, names as stored, format, source file)."""
     from kbert.models import registry
 
-    folder = os.fspath(folder)
-    registry.expect_family(folder, "gpt")
-    fmt = detect_format(folder)
-    if fmt == "openai":
-        config = GPTConfig.from_json_file(os.path.join(folder, OPENAI_HPARAMS))
-        tensors, display, source = _openai_tensors(folder)
-        return config, tensors, display, fmt, source
-    config = GPTConfig.from_json_file(os.path.join(folder, CONFIG))
-    if fmt == "kbert":
-        source = os.path.join(folder, KBERT_WEIGHTS)
-        return config, convert.read_safetensors(source), {}, fmt, source
-    tensors, display, source = _hf_tensors(folder)
-    return config, tensors, display, fmt, source
+    registry.expect_family(os.fspath(folder), "gpt")
+    return folders.read_folder(folder, SPEC)
 
 
 def _owned(key: str) -> bool:
@@ -170,21 +146,18 @@ def assign(decoder, tensors: dict, source: str, display: dict | None = None) -> 
     convert.assign(targets, values)
 
 
-def load_decoder(cls, path, dtype=None, **config_overrides):
+def load(cls, path, dtype=None, **config_overrides):
     config, tensors, display, fmt, source = read_checkpoint(os.fspath(path))
-    if config_overrides:
-        config = GPTConfig.from_dict({**config.to_dict(), **config_overrides})
-    decoder = cls(config, dtype=dtype, name="gpt_decoder")
+    decoder = cls(folders.with_overrides(config, config_overrides), dtype=dtype,
+                  name="gpt_decoder")
     assign(decoder, tensors, source, display)
     logger.info("Loaded GPTDecoder (%s format) from %s", fmt, source)
     return decoder
 
 
-def save_decoder(decoder, path, tokenizer=None) -> None:
+def save(decoder, path, tokenizer=None) -> None:
     """A kbert folder: config.json and model.safetensors in Hugging Face's layout
     (`c_attn` fused again); a crash leaves the old folder or the new one."""
-    from safetensors.numpy import save_file
-
     tensors: dict[str, np.ndarray] = {}
     parts: dict[str, list] = {}
     for name, var in variable_map(decoder).items():
@@ -193,11 +166,7 @@ def save_decoder(decoder, path, tokenizer=None) -> None:
         if fused:
             parts.setdefault(fused.group(1), []).append(value)
         else:
-            tensors[name] = np.ascontiguousarray(value)
+            tensors[name] = value
     for name, (q, k, v) in parts.items():
-        tensors[name] = np.ascontiguousarray(np.concatenate([q, k, v], axis=-1))
-    with atomic_directory(path) as tmp:
-        decoder.config.to_json_file(os.path.join(tmp, CONFIG))
-        save_file(tensors, os.path.join(tmp, KBERT_WEIGHTS), metadata={"format": "kbert"})
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
+        tensors[name] = np.concatenate([q, k, v], axis=-1)
+    folders.write_folder(path, decoder.config, tensors, tokenizer)
