@@ -20,6 +20,8 @@ KERAS_MIN_MINOR = 10
 # Hooks of keras.optimizers.Optimizer that kbert's AdamW overrides or calls.
 OPTIMIZER_HOOKS = ("_clip_gradients", "_apply_weight_decay", "_use_weight_decay",
                    "_get_variable_index", "update_step")
+# Attributes of a built keras.optimizers.Adam that the fused update reads.
+ADAM_STATE = ("_momentums", "_velocities", "_distribution_strategy")
 
 
 class UnsupportedVersionError(RuntimeError):
@@ -44,6 +46,10 @@ def check() -> None:
                if not hasattr(keras.optimizers.Optimizer, h)]
     if not hasattr(keras.Model, "_flatten_layers"):
         missing.append("keras.Model._flatten_layers")
+    adam = keras.optimizers.Adam()
+    adam.build([keras.Variable(0.0)])
+    missing += [f"keras.optimizers.Adam.{a} (built)" for a in ADAM_STATE
+                if not hasattr(adam, a)]
     try:
         tf.__internal__.distribute.interim.maybe_merge_call  # noqa: B018
     except AttributeError:
@@ -73,6 +79,19 @@ def flatten_layers(model):
     """Every layer of `model`, nested ones included (Keras' own walk)."""
     check()
     return list(model._flatten_layers())
+
+
+def adam_slots(optimizer, index: int):
+    """(first moment, second moment) variables of the `index`-th variable of a built
+    Keras Adam (or a subclass)."""
+    check()
+    return optimizer._momentums[index], optimizer._velocities[index]
+
+
+def optimizer_strategy(optimizer):
+    """The `tf.distribute` strategy a Keras optimizer (TensorFlow backend) updates in."""
+    check()
+    return optimizer._distribution_strategy
 
 
 def maybe_merge_call(fn, strategy, *args):

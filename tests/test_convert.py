@@ -99,4 +99,11 @@ def test_internals_refuse_other_versions(monkeypatch):
         internals.check()
     monkeypatch.undo()
     internals.check.cache_clear()
+    # ... or a built Adam without the slot lists the fused update reads.
+    monkeypatch.setattr(internals, "ADAM_STATE", internals.ADAM_STATE + ("_slots_elsewhere",))
+    with pytest.raises(internals.UnsupportedVersionError,
+                       match=r"keras\.optimizers\.Adam\._slots_elsewhere \(built\)"):
+        internals.check()
+    monkeypatch.undo()
+    internals.check.cache_clear()
     internals.check()

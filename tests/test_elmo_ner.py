@@ -59,6 +59,19 @@ def bilm_folder(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def untrained_folder(tmp_path_factory):
+    """An ELMo folder written without training (the flag checks read only its files)."""
+    folder = tmp_path_factory.mktemp("untrained") / "elmo"
+    lm = ELMoLanguageModel(
+        kbert.ELMo(kbert.ELMoConfig.preset("tiny", lstm_dim=16, projection_dim=8,
+                                           max_characters_per_token=16)), 10, 1, 2,
+        num_sampled=4)
+    lm(kbert.ELMoCharTokenizer(16)(["a"]))
+    lm.save_pretrained(folder)
+    return folder
+
+
 @pytest.mark.e2e
 def test_ner_command_with_a_package_trained_bilm(bilm_folder, tmp_path):
     from kbert.export.folder import load_task_folder
@@ -92,10 +105,10 @@ def test_ner_command_with_a_package_trained_bilm(bilm_folder, tmp_path):
     (["--mode", "finetune"], "--mode finetune: elmo is used feature-based"),
     (["--export_dir", "x/1"], "--export_dir: the ner SavedModel takes bert"),
 ])
-def test_flags_elmo_refuses(bilm_folder, tmp_path, capsys, flags, message):
+def test_flags_elmo_refuses(untrained_folder, tmp_path, capsys, flags, message):
     train = write_conll(str(tmp_path / "eng.train"), make_sentences(10, seed=0))
     with pytest.raises(SystemExit) as err:
-        cli.main(["--model", "elmo", "--init_from", str(bilm_folder), "--train_file", train,
+        cli.main(["--model", "elmo", "--init_from", str(untrained_folder), "--train_file", train,
                   "--output_dir", str(tmp_path / "out"), *flags])
     assert err.value.code == 2 and message in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

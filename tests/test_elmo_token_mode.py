@@ -21,7 +21,7 @@ TEXTS = ["the cat sat", "a dog", "the bird sat on the mat"]
 def models():
     keras.utils.set_random_seed(4)
     elmo = kbert.ELMo(kbert.ELMoConfig.preset("tiny", dropout=0.0))
-    elmo._ensure_built()
+    elmo.ensure_built()
     for var in elmo.trainable_variables:  # biases away from zero too
         var.assign(var + np.random.default_rng(1).normal(0, 0.1, var.shape).astype("float32"))
     vocab = WordVocabulary.build(TEXTS)
@@ -40,7 +40,7 @@ def test_dumped_embeddings_are_the_char_cnn_vectors(models, tmp_path):
         token_layer = elmo(tok([word]))["hidden_states"][0].numpy()[0, 0, :8]
         np.testing.assert_allclose(table[vocab.index[word]], token_layer, atol=1e-6)
     bounded = kbert.ELMo.from_config({**elmo.get_config(), "keep_boundaries": True})
-    bounded._ensure_built()
+    bounded.ensure_built()
     bounded.set_weights(elmo.get_weights())
     marks = bounded(tok(["cat"]))["hidden_states"][0].numpy()[0, :, :8]
     np.testing.assert_allclose(table[vocab.bos_id], marks[0], atol=1e-6)

@@ -132,8 +132,7 @@ class _FusedAdamW:
         if not self._fused(variable):
             return super().update_step(gradient, variable, learning_rate)
         index = self._get_variable_index(variable)
-        m = _tf_variable(self._momentums[index])
-        v = _tf_variable(self._velocities[index])
+        m, v = (_tf_variable(slot) for slot in internals.adam_slots(self, index))
         step = tf.cast(self.iterations + 1, tf.float32)
         beta_1 = tf.cast(self.beta_1, tf.float32)
         beta_2 = tf.cast(self.beta_2, tf.float32)
@@ -163,7 +162,7 @@ class _FusedAdamW:
                 if self._use_weight_decay(variable):
                     distribution.extended.update(_tf_variable(variable), fn, group=False)
 
-        internals.maybe_merge_call(decay, self._distribution_strategy, fused)
+        internals.maybe_merge_call(decay, internals.optimizer_strategy(self), fused)
 
 
 def _tf_variable(variable):

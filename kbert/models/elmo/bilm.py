@@ -373,7 +373,7 @@ class ELMo(keras.Model, EncoderModel):
     # ------------------------------------------------------------ bilm-tf weights
     def weight_map(self) -> dict:
         """bilm-tf's HDF5 dataset name -> Keras variable."""
-        self._ensure_built()
+        self.ensure_built()
         enc = self.char_encoder
         names = {"char_embed": enc.char_embed}
         for i, (w, b) in enumerate(zip(enc.conv_kernels, enc.conv_biases)):
@@ -392,7 +392,7 @@ class ELMo(keras.Model, EncoderModel):
                     names[f"{p}/W_P_0"] = layer.projection
         return names
 
-    def _ensure_built(self):
+    def ensure_built(self):
         """Builds the weights with a call that leaves the stored states alone."""
         if not self.built:
             c = self.config
@@ -414,7 +414,7 @@ class ELMo(keras.Model, EncoderModel):
         `dump_token_embeddings` (`<S>` and `</S>` give the sentence marks' vectors)."""
         from kbert.tokenizers.elmo import ELMoCharTokenizer
 
-        self._ensure_built()
+        self.ensure_built()
         tokenizer = ELMoCharTokenizer(self.config.max_characters_per_token)
         out = [np.zeros((0, self.config.projection_dim), np.float32)]
         for i in range(0, len(words), batch_size):
@@ -442,8 +442,8 @@ class ELMo(keras.Model, EncoderModel):
                      keep_boundaries=self.keep_boundaries, token_vocab_size=len(words),
                      bos_token_id=words.index(BOS_WORD) + 1,
                      eos_token_id=words.index(EOS_WORD) + 1)
-        model._ensure_built()
-        self._ensure_built()
+        model.ensure_built()
+        self.ensure_built()
         targets = model.weight_map()
         for name, var in self.weight_map().items():
             targets[name].assign(var)

@@ -180,7 +180,7 @@ class ELMoLanguageModel(keras.Model):
             autocast=False, initializer=keras.initializers.RandomNormal(0.0, 1.0 / np.sqrt(dim)))
         self.softmax_b = self.add_weight(name="softmax_b", shape=(self.vocab_size,),
                                          dtype="float32", initializer="zeros", autocast=False)
-        self.elmo._ensure_built()
+        self.elmo.ensure_built()
         self.built = True
 
     @property
