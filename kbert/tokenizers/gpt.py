@@ -298,6 +298,11 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
         order = tf.math.invert_permutation(tf.concat([where_hit, where_miss], 0))
         return tf.gather(tf.concat([hits, misses], axis=0), order)
 
+    def encode_words(self, words) -> tf.RaggedTensor:
+        """tf.string [W] words (as `split_words` gives them) -> int32 RaggedTensor
+        [W, (tokens)]: each word's BPE ids."""
+        return self._words_to_ids(words)
+
     def _tokenize_plain(self, texts):
         words = self._split(texts)
         ids = self._words_to_ids(words.flat_values)  # (W, (T))

@@ -23,12 +23,38 @@ import tensorflow_text as tf_text
 from kbert.io import read_json
 from kbert.tokenizers.base import Tokenizer
 from kbert.tokenizers.gpt import GPTTokenizer
+from kbert.tokenizers import packing
 from kbert.tokenizers.packing import truncate, truncate_pair_lengths_hf
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 # Unicode White_Space (what the Rust tokenizers' lstrip removes), as an RE2 class.
 _WHITESPACE = ("[\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}"
                "\\x{2029}\\x{202F}\\x{205F}\\x{3000}]")
+
+
+def _within(rows: tf.RaggedTensor, values):
+    """Exclusive running sums of `values` (one per value of `rows`), restarted at each
+    row: the offset of each value in its row."""
+    total = tf.concat([[0], tf.cumsum(values)], 0)  # total[i]: the sum before value i
+    return total[:-1] - tf.repeat(tf.gather(total, rows.row_starts()), rows.row_lengths())
+
+
+def _snap_to_characters(texts, starts, ends):
+    """Byte offsets widened to whole characters (a token holding part of a character's
+    bytes spans the character, as Hugging Face's offsets do): each start moves back to
+    its character's first byte, each end forward to the next character boundary."""
+    _, char_starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8",
+                                                            errors="replace")
+    lengths = tf.strings.length(texts, unit="BYTE")
+    bounds = tf.concat([char_starts, tf.expand_dims(tf.cast(lengths, tf.int64), 1)],
+                       axis=1)  # [B, (C + 1)], sorted
+    dense = bounds.to_tensor(tf.int64.max)
+    s = tf.searchsorted(dense, starts.to_tensor(0), side="right") - 1
+    e = tf.searchsorted(dense, ends.to_tensor(0), side="left")
+    s = tf.gather(dense, tf.maximum(s, 0), batch_dims=1)
+    e = tf.gather(dense, e, batch_dims=1)
+    return (tf.RaggedTensor.from_tensor(s, lengths=starts.row_lengths()),
+            tf.RaggedTensor.from_tensor(e, lengths=ends.row_lengths()))
 
 
 class RobertaTokenizer(Tokenizer):
@@ -42,8 +68,8 @@ class RobertaTokenizer(Tokenizer):
     """
 
     family = "roberta"
-    tasks = frozenset({"glue"})
-    exports = frozenset({"classifier", "embeddings"})
+    tasks = frozenset({"glue", "squad", "ner", "pretrain"})
+    exports = frozenset({"classifier", "embeddings", "squad", "ner", "fill_mask"})
     special_tokens = (2, 4)
 
     def __init__(self, vocabulary, merges, seq_length: int = 512, lstrip=(),
@@ -57,17 +83,35 @@ class RobertaTokenizer(Tokenizer):
         self.seq_length = int(seq_length)
         self.lstrip = tuple(t for t in SPECIAL_TOKENS if t in set(lstrip))
         self.cls_id, self.pad_id, self.sep_id = vocab["<s>"], vocab["<pad>"], vocab["</s>"]
-        self.unk_id, self.mask_id = vocab["<unk>"], vocab["<mask>"]
         self._special_pattern = "|".join(re.escape(t) for t in SPECIAL_TOKENS)
         self._specials = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
             tf.constant(SPECIAL_TOKENS), tf.constant([vocab[t] for t in SPECIAL_TOKENS],
                                                      tf.int32)), -1)
         self._lstrip_pattern = ("(" + "|".join(re.escape(t) for t in self.lstrip) + ")"
                                 if self.lstrip else None)
+        # Per id: its bytes, and the spaces (Ġ) that lead and trail it, for offsets.
+        size = max(vocab.values()) + 1
+        lengths, lead, trail = [0] * size, [0] * size, [0] * size
+        space = "\u0120"
+        for token, i in vocab.items():
+            lengths[i] = len(token)
+            lead[i] = len(token) - len(token.lstrip(space))
+            trail[i] = len(token) - len(token.rstrip(space))
+        self._token_bytes = tf.constant(lengths, tf.int64)
+        self._lead_spaces = tf.constant(lead, tf.int64)
+        self._trail_spaces = tf.constant(trail, tf.int64)
 
     @property
     def vocabulary(self) -> dict[str, int]:
         return self.bpe.vocabulary
+
+    @property
+    def unk_id(self) -> int:
+        return self.vocabulary["<unk>"]
+
+    @property
+    def mask_id(self) -> int:
+        return self.vocabulary["<mask>"]
 
     @property
     def vocab_size(self) -> int:
@@ -77,21 +121,76 @@ class RobertaTokenizer(Tokenizer):
     def supports_pairs(self) -> bool:
         return True
 
+    def _pieces(self, texts):
+        """The texts cut at special tokens: (pieces, byte starts), [batch, (pieces)].
+        Whitespace before an `lstrip` token goes with the token (it is dropped)."""
+        if self._lstrip_pattern:
+            stripped = _WHITESPACE + "+(" + self._lstrip_pattern + ")"
+            keep = self._special_pattern + "|" + stripped
+            pieces, starts, _ = tf_text.regex_split_with_offsets(texts, keep, keep)
+            # A piece that is whitespace + an lstrip token is that token.
+            flat = pieces.flat_values
+            token = tf.strings.regex_replace(flat, "^" + stripped + "$", "\\1")
+            moved = tf.strings.length(flat) - tf.strings.length(token)
+            return (pieces.with_flat_values(token),
+                    starts.with_flat_values(starts.flat_values + tf.cast(moved, tf.int64)))
+        pieces, starts, _ = tf_text.regex_split_with_offsets(texts, self._special_pattern,
+                                                             self._special_pattern)
+        return pieces, starts
+
     def tokenize(self, texts) -> tf.RaggedTensor:
         """int32 RaggedTensor [batch, (tokens)], no `<s>`/`</s>` added."""
+        return self.tokenize_with_offsets(texts)[0]
+
+    def tokenize_with_offsets(self, texts):
+        """(ids, starts, ends): RaggedTensors [batch, (tokens)], byte offsets of each
+        token in the input, the spaces a token begins or ends with (Ġ) left out, as
+        Hugging Face's `trim_offsets` does (a token of spaces only gets an empty span)."""
         texts = self.as_batch(texts)
-        if self._lstrip_pattern:
-            texts = tf.strings.regex_replace(texts, _WHITESPACE + "+" + self._lstrip_pattern,
-                                             "\\1")
-        pieces = tf_text.regex_split(texts, self._special_pattern, self._special_pattern)
-        flat = pieces.flat_values  # (P,): plain pieces and special tokens
+        pieces, piece_starts = self._pieces(texts)
+        flat, flat_starts = pieces.flat_values, piece_starts.flat_values  # (P,)
         special = self._specials.lookup(flat)
         is_special = special >= 0
-        plain = self.bpe.tokenize(tf.where(is_special, "", flat))  # (P, (t)), [] for specials
-        marks = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(special, is_special),
-                                                 tf.cast(is_special, tf.int64))
-        ids = tf.concat([tf.cast(plain, tf.int32), marks], axis=1)
-        return tf.RaggedTensor.from_row_splits(ids, pieces.row_splits).merge_dims(1, 2)
+        words = self.bpe.split_words(tf.where(is_special, "", flat))  # (P, (W))
+        word_start = _within(words, tf.cast(tf.strings.length(words.flat_values), tf.int64))
+        word_ids = tf.cast(self.bpe.encode_words(words.flat_values), tf.int64)  # (W, (t))
+        ids = word_ids.flat_values
+        size = tf.gather(self._token_bytes, ids)
+        start = (tf.repeat(tf.gather(flat_starts, words.value_rowids()) + word_start,
+                           word_ids.row_lengths()) + _within(word_ids, size))
+        end = start + size
+        start = tf.minimum(start + tf.gather(self._lead_spaces, ids), end)
+        end = tf.maximum(end - tf.gather(self._trail_spaces, ids), start)
+        per_piece = tf.math.unsorted_segment_sum(word_ids.row_lengths(), words.value_rowids(),
+                                                 tf.shape(flat, tf.int64)[0])
+        plain = tf.RaggedTensor.from_row_lengths(tf.stack([ids, start, end], axis=1),
+                                                 per_piece)  # (P, (t), 3)
+        mark_start = tf.boolean_mask(flat_starts, is_special)
+        marks = tf.RaggedTensor.from_row_lengths(
+            tf.stack([tf.cast(tf.boolean_mask(special, is_special), tf.int64), mark_start,
+                      mark_start + tf.cast(tf.strings.length(tf.boolean_mask(flat, is_special)),
+                                           tf.int64)], axis=1),
+            tf.cast(is_special, tf.int64))  # (P, (0 or 1), 3)
+        rows = tf.RaggedTensor.from_row_splits(tf.concat([plain, marks], axis=1),
+                                               pieces.row_splits).merge_dims(1, 2)
+        values = rows.flat_values  # (N, 3): id, start, end
+        starts, ends = _snap_to_characters(texts, rows.with_flat_values(values[:, 1]),
+                                           rows.with_flat_values(values[:, 2]))
+        return rows.with_flat_values(tf.cast(values[:, 0], tf.int32)), starts, ends
+
+    def tokenize_words(self, words) -> tf.RaggedTensor:
+        """Each word tokenized with a space before it (`Ġword`), as Hugging Face's
+        RoBERTa tokenizer with `add_prefix_space=True` and `is_split_into_words=True`
+        tokenizes a pre-split sentence (`run_ner.py`)."""
+        words = self.as_batch(words, "words")
+        return self.tokenize(tf.strings.join([" ", words]))
+
+    def split_words(self, texts):
+        """(words, starts, ends): the texts split on Unicode whitespace (as `str.split`),
+        with byte offsets: the words NER tags (RoBERTa has no word splitter of its own)."""
+        texts = self.as_batch(texts)
+        words, starts, ends = tf_text.regex_split_with_offsets(texts, _WHITESPACE + "+")
+        return words, starts, ends
 
     def detokenize(self, ids) -> tf.Tensor:
         return self.bpe.detokenize(ids)
@@ -130,6 +229,35 @@ class RobertaTokenizer(Tokenizer):
         return {"token_ids": tf.cast(tokens.to_tensor(self.pad_id, shape=shape), tf.int32),
                 "padding_mask": tf.cast(tf.ones_like(tokens).to_tensor(0, shape=shape),
                                         tf.int32)}
+
+    def pack_segments(self, segments, seq_length: int | None = None):
+        """`<s> A </s>` or `<s> A </s></s> B </s>` with the layout (see
+        `Tokenizer.pack_segments`); pairs cut as Hugging Face cuts them."""
+        return packing.pack_segments(
+            segments, self.seq_length if seq_length is None else seq_length,
+            start=(self.cls_id,), between=(self.sep_id, self.sep_id), end=(self.sep_id,),
+            pad_id=self.pad_id, segment_ids=False,
+            truncate_pair=packing.truncate_pair_lengths_hf)
+
+    special_tokens_in_text = True
+
+    @property
+    def mask_token(self) -> str:
+        return "<mask>"
+
+    def token_strings(self) -> list[str]:
+        """Each id's bytes as text (a token holding part of a character shows U+FFFD,
+        as `transformers`' `decode([id])`); special tokens as written."""
+        from kbert.tokenizers.bpe import bytes_to_unicode
+
+        back = {c: b for b, c in bytes_to_unicode().items()}
+        out = [""] * self.vocab_size
+        for token, i in self.vocabulary.items():
+            if token in SPECIAL_TOKENS or any(c not in back for c in token):
+                out[i] = token
+            else:
+                out[i] = bytes(back[c] for c in token).decode("utf-8", errors="replace")
+        return out
 
     # ---------------------------------------------------------------- files
     @classmethod

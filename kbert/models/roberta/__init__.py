@@ -21,7 +21,7 @@ def _recognizes(folder: str) -> bool:
 
 register_family(Family(
     "roberta", RobertaConfig, RobertaEncoder, RobertaTokenizer, recognizes=_recognizes,
-    masked_lm_class=RobertaMaskedLM,
+    masked_lm_class=RobertaMaskedLM, hooks="kbert.models.roberta.tasks",
     description="roberta fine-tunes a Hugging Face RoBERTa folder",
     folder_hint="Hugging Face's roberta-base"))
 

@@ -12,13 +12,10 @@ import os
 import numpy as np
 
 from kbert import convert
-from kbert.io import atomic_directory, read_json
+from kbert.convert import folders
 from kbert.models.roberta.config import RobertaConfig
 
 logger = logging.getLogger(__name__)
-
-WEIGHTS = "model.safetensors"
-CONFIG = "config.json"
 
 
 def _dense(names, prefix, layer):
@@ -63,23 +60,15 @@ def variable_map(model) -> dict:
     return names
 
 
+SPEC = folders.FolderSpec(RobertaConfig, hf_prefix="roberta.")
+
+
 def read_folder(folder) -> tuple[RobertaConfig, dict, dict, str, str]:
     """(config, tensors by canonical name, stored names, format, file read)."""
     from kbert.models import registry
 
-    folder = os.fspath(folder)
-    registry.expect_family(folder, "roberta")
-    config_file = os.path.join(folder, CONFIG)
-    if not os.path.exists(config_file):
-        raise FileNotFoundError(f"{folder}: no config.json (Hugging Face or kbert RoBERTa)")
-    config = RobertaConfig.from_json_file(config_file)
-    fmt = "kbert" if "kbert_model" in read_json(config_file) else "hf"
-    raw, source = convert.read_hf_folder_weights(folder)
-    tensors, display = {}, {}
-    for key, value in raw.items():
-        name = key.removeprefix("roberta.")
-        tensors[name], display[name] = value, key
-    return config, tensors, display, fmt, source
+    registry.expect_family(os.fspath(folder), "roberta")
+    return folders.read_folder(folder, SPEC)
 
 
 def _assign(model, tensors, display, source, owned) -> None:
@@ -127,15 +116,9 @@ def load_masked_lm(cls, encoder_class, path, dtype=None):
 def save(model, path, tokenizer=None) -> None:
     """A kbert folder (Hugging Face's names and layout, `kbert_model` in config.json),
     written atomically."""
-    from safetensors.numpy import save_file
-
     encoder = getattr(model, "encoder", model)
     tensors = {}
     for name, (var, transposed) in variable_map(model).items():
-        value = np.asarray(var.numpy(), dtype=np.float32)
-        tensors[name] = np.ascontiguousarray(value.T if transposed else value)
-    with atomic_directory(path) as tmp:
-        encoder.config.to_json_file(os.path.join(tmp, CONFIG))
-        save_file(tensors, os.path.join(tmp, WEIGHTS), metadata={"format": "pt"})
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp)
+        value = var.numpy()
+        tensors[name] = value.T if transposed else value
+    folders.write_folder(path, encoder.config, tensors, tokenizer, layout="pt")

@@ -17,7 +17,9 @@ from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import initializer_from, truncated_normal
 from kbert.layers.masks import padding_bias
 from kbert.layers.transformer import TransformerBlock
+from kbert.models.base import Pretrained
 from kbert.models.interface import TransformerSizes, dtype_from_config
+from kbert.models.metrics import TotalOverCount
 from kbert.models.roberta.config import RobertaConfig
 
 
@@ -77,7 +79,7 @@ class RobertaEmbeddings(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class RobertaEncoder(keras.Model, TransformerSizes):
+class RobertaEncoder(keras.Model, TransformerSizes, Pretrained):
     """RoBERTa encoder. Inputs: dict of int [B, T] `token_ids`, `padding_mask`.
     Outputs: `sequence_output` [B, T, H], `pooled_output` [B, H] (`RobertaModel`'s
     pooler on `<s>` where the config has one, else the `<s>` state) and `hidden_states`
@@ -92,6 +94,10 @@ class RobertaEncoder(keras.Model, TransformerSizes):
     """
 
     family = "roberta"
+    # from_pretrained: a Hugging Face `RobertaModel` / `RobertaForMaskedLM` folder (a
+    # folder without pooler weights, masked-LM, gives an encoder without a pooler) or a
+    # kbert folder; save_pretrained: a kbert folder with Hugging Face's tensor names.
+    checkpoints = "kbert.models.roberta.checkpoints"
 
     def __init__(self, config: RobertaConfig | dict, dtype=None, **kwargs):
         if isinstance(config, dict):
@@ -146,25 +152,20 @@ class RobertaEncoder(keras.Model, TransformerSizes):
         dtype = dtype_from_config(config)
         return cls(config.pop("config"), dtype=dtype, **config)
 
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, dtype=None, **config_overrides
-                        ) -> "RobertaEncoder":
-        """A Hugging Face `RobertaModel` / `RobertaForMaskedLM` folder, or a kbert one.
-        A folder without pooler weights (masked-LM) gives an encoder without a pooler."""
-        from kbert.models.roberta import checkpoints
-
-        return checkpoints.load(cls, path, dtype=dtype, **config_overrides)
-
-    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
-        from kbert.models.roberta import checkpoints
-
-        checkpoints.save(self, path, tokenizer=tokenizer)
-
 
 @keras.saving.register_keras_serializable(package="kbert")
 class RobertaMaskedLM(keras.Model):
     """A `RobertaEncoder` with `RobertaLMHead` (dense, GELU, LayerNorm, the tied token
-    table, a bias). Inputs: the encoder's; output `logits` float32 [B, T, vocab]."""
+    table, a bias). Inputs: the encoder's; output `logits` float32 [B, T, vocab]. With
+    `masked_lm_positions` int [B, P] in the inputs (the fill_mask export's and
+    `BertPretrainer`'s form), the output is `mlm_logits` [B, P, vocab] at those
+    positions only.
+
+    Training (RoBERTa's objective: the masked LM alone, no next sentence): `fit` on
+    inputs with `masked_lm_positions` and targets `masked_lm_ids`, `masked_lm_weights`
+    [B, P] (0 on padding predictions), as `DynamicMasking` makes them; the loss is the
+    weighted mean cross-entropy over the predictions. Compile with an optimizer only.
+    """
 
     def __init__(self, encoder: RobertaEncoder | dict, **kwargs):
         super().__init__(**kwargs)
@@ -178,6 +179,8 @@ class RobertaMaskedLM(keras.Model):
                                         dtype=encoder.dtype_policy, name="lm_dense")
         self.layer_norm = keras.layers.LayerNormalization(
             epsilon=c.layer_norm_epsilon, dtype=encoder.dtype_policy, name="lm_layer_norm")
+        self.trackers = {name: TotalOverCount(name)
+                         for name in ("masked_lm_accuracy", "masked_lm_loss")}
 
     def build(self, input_shape=None):
         c = self.encoder.config
@@ -190,10 +193,37 @@ class RobertaMaskedLM(keras.Model):
     def call(self, inputs, training=None):
         out = self.encoder({k: inputs[k] for k in ("token_ids", "padding_mask")},
                            training=training)
-        x = self.layer_norm(self.activation(self.dense(out["sequence_output"])))
+        states = out["sequence_output"]
+        positions = inputs.get("masked_lm_positions") if isinstance(inputs, dict) else None
+        if positions is not None:
+            states = ops.take_along_axis(
+                states, ops.expand_dims(ops.cast(positions, "int32"), -1), axis=1)
+        x = self.layer_norm(self.activation(self.dense(states)))
         table = self.encoder.embeddings.word_embeddings.embeddings
         logits = ops.matmul(ops.cast(x, "float32"), ops.transpose(ops.cast(table, "float32")))
-        return {"logits": logits + self.bias}
+        return {"mlm_logits" if positions is not None else "logits": logits + self.bias}
+
+    @property
+    def metrics(self):
+        mine = list(self.trackers.values())
+        return [m for m in super().metrics if all(m is not n for n in mine)] + mine
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        ids = ops.cast(y["masked_lm_ids"], "int32")
+        weights = ops.cast(y["masked_lm_weights"], "float32")
+        logits = y_pred["mlm_logits"]
+        nll = keras.losses.sparse_categorical_crossentropy(ids, logits, from_logits=True)
+        total = ops.sum(weights)
+        loss = ops.sum(nll * weights) / (total + 1e-5)
+        hits = ops.cast(ops.equal(ops.cast(ops.argmax(logits, -1), "int32"), ids), "float32")
+        self.trackers["masked_lm_accuracy"].update_state(ops.sum(hits * weights), total)
+        self.trackers["masked_lm_loss"].update_state(ops.sum(nll * weights), total)
+        if self.losses:
+            loss = loss + ops.sum(ops.stack([ops.cast(v, "float32") for v in self.losses]))
+        import tensorflow as tf
+
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        return loss / replicas if replicas > 1 else loss
 
     def get_config(self):
         return {"encoder": keras.saving.serialize_keras_object(self.encoder),
