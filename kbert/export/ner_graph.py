@@ -24,7 +24,7 @@ def ner_windows(tokenizer, text, seq_length: int):
     n_words = w_start.row_lengths()
     surface = tf.strings.substr(tf.repeat(text, n_words), w_start.flat_values,
                                 w_end.flat_values - w_start.flat_values, unit="BYTE")
-    pieces = tokenizer.tokenize_words(surface)  # [words, (pieces)]
+    pieces = tf.cast(tokenizer.tokenize_words(surface), tf.int64)  # [words, (pieces)]
     n = tf.shape(surface, out_type=tf.int64)[0]
     unk = tf.RaggedTensor.from_row_lengths(
         tf.fill([n], tf.constant(tokenizer.unk_id, tf.int64)), tf.ones([n], tf.int64))
