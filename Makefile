@@ -49,7 +49,7 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 test: $(VENV)/.test
 	$(PYTEST)
 
-# The edit-test loop: units and parity only, no trainings or fresh processes.
+# The edit-test loop: units only (no trainings, fresh processes or reference runs).
 test-fast: $(VENV)/.test
 	$(PYTEST) -m "not slow and not e2e and not subprocess and not parity"
 

@@ -120,9 +120,17 @@ def test_single_sentence_task_runs_and_predicts(bilm_folder, tmp_path):
     assert "Traceback" not in proc.stderr and not (tmp_path / "serving").exists()
 
 
-def test_elmo_refuses_export(bilm_folder, tmp_path, capsys):
+def test_elmo_refuses_export(tmp_path, capsys):
+    """Refused before any work: an untrained folder is enough (no training here)."""
+    folder = tmp_path / "elmo"
+    lm = ELMoLanguageModel(
+        kbert.ELMo(kbert.ELMoConfig.preset("tiny", lstm_dim=16, projection_dim=8,
+                                           max_characters_per_token=16)), 10, 1, 2,
+        num_sampled=4)
+    lm(kbert.ELMoCharTokenizer(16)(["a"]))
+    lm.save_pretrained(folder)
     with pytest.raises(SystemExit) as err:
-        cli.main(["--task", "sst2", "--model", "elmo", "--init_from", str(bilm_folder),
+        cli.main(["--task", "sst2", "--model", "elmo", "--init_from", str(folder),
                   "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "out"),
                   "--export_dir", str(tmp_path / "serving" / "1")])
     assert err.value.code == 2

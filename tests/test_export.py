@@ -298,6 +298,7 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     assert log.predict_log.request.model_spec.signature_name == "serving_default"
 
 
+@pytest.mark.subprocess  # the export replays its warmup through the C loader
 def test_pair_requests_of_different_batch_sizes_fail_clearly(tmp_path, sample_and_tokenizer):
     _, tokenizer = sample_and_tokenizer
     model = _tiny_classifier(tokenizer, ["a", "b"])

@@ -44,6 +44,7 @@ def test_atomic_writes_honour_the_umask(tmp_path, umask):
     _assert_normal(tmp_path / "out", umask)
 
 
+@pytest.mark.subprocess  # the export replays its warmup through the C loader
 def test_save_pretrained_and_exports_honour_the_umask(tmp_path, umask):
     from kbert.export import export_embeddings
     from tests.conftest import TINY_VOCAB
