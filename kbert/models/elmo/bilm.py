@@ -18,12 +18,11 @@ D lstm_dim.
 
 from __future__ import annotations
 
-import os
-
 import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.models.base import Pretrained
 from kbert.models.elmo.config import ELMoConfig
 from kbert.models.interface import EncoderModel
 from kbert.tokenizers.elmo import BOS_CHAR, BOS_WORD, EOS_CHAR, EOS_WORD, mark_word
@@ -156,7 +155,7 @@ class LSTMLayer(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ELMo(keras.Model, EncoderModel):
+class ELMo(keras.Model, EncoderModel, Pretrained):
     """ELMo's biLM (see the module docstring).
 
     Inputs: the dict of `ELMoCharTokenizer`, `char_ids` int [B, W, C] and
@@ -451,16 +450,8 @@ class ELMo(keras.Model, EncoderModel):
             np.concatenate([np.zeros((1, table.shape[1]), np.float32), table]))
         return model
 
-    @classmethod
-    def from_pretrained(cls, path, stateful: bool = False, **kwargs) -> "ELMo":
-        """A folder with bilm-tf's / AllenNLP's `options.json` and its weight `.hdf5`
-        (the only `.hdf5`, or `weights.hdf5`)."""
-        from kbert.models.elmo import checkpoints
-
-        return checkpoints.load(cls, os.fspath(path), stateful=stateful, **kwargs)
-
-    def save_pretrained(self, path) -> None:
-        """bilm-tf's layout: `options.json` and `weights.hdf5`, written atomically."""
-        from kbert.models.elmo import checkpoints
-
-        checkpoints.save(self, os.fspath(path))
+    # from_pretrained(path, stateful=False): a folder with bilm-tf's / AllenNLP's
+    # `options.json` and its weight `.hdf5` (the only `.hdf5`, or `weights.hdf5`);
+    # save_pretrained: bilm-tf's layout, `options.json` and `weights.hdf5` (through
+    # kbert.models.base.Pretrained).
+    checkpoints = "kbert.models.elmo.checkpoints"

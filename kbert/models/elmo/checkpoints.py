@@ -33,7 +33,8 @@ def weight_file(folder: str) -> str:
     return found[0]
 
 
-def load(cls, folder: str, stateful: bool = False, **kwargs):
+def load(cls, folder: str, dtype=None, stateful: bool = False, **kwargs):
+    folder = os.fspath(folder)
     if not os.path.isdir(folder):
         raise FileNotFoundError(f"{folder}: not a folder")
     options = os.path.join(folder, OPTIONS)
@@ -43,7 +44,7 @@ def load(cls, folder: str, stateful: bool = False, **kwargs):
         registry.expect_family(folder, "elmo")
         raise FileNotFoundError(f"{folder}: no {OPTIONS} (bilm-tf / AllenNLP options)")
     config = ELMoConfig.from_json_file(options)
-    model = cls(config, stateful=stateful, **kwargs)
+    model = cls(config, stateful=stateful, **({"dtype": dtype} if dtype else {}), **kwargs)
     source = weight_file(folder)
     tensors = convert.read_hdf5(source)
     targets = model.weight_map()
@@ -54,7 +55,9 @@ def load(cls, folder: str, stateful: bool = False, **kwargs):
     return model
 
 
-def save(model, folder: str) -> None:
+def save(model, folder: str, tokenizer=None) -> None:
+    """bilm-tf's layout: `options.json` and `weights.hdf5`, written atomically (ELMo's
+    character ids need no tokenizer files: `tokenizer` is accepted and not written)."""
     import h5py
 
     with atomic_directory(folder) as tmp:
