@@ -55,20 +55,23 @@ def _create_data_parser() -> argparse.ArgumentParser:
 
 def create_data_main(argv) -> int:
     from kbert.cli import UsageError, add_cli_flags, run_command
-    from kbert.models import registry
 
-    # Google's create_pretraining_data.py algorithm, reached through the family that
-    # has it (BERT's pretraining recipe).
-    module = next(f.hook("create_data") for f in registry.all_families()
-                  if f.hook("create_data") is not None)
-    Options, create_pretraining_data = module.Options, module.create_pretraining_data
+    def algorithm():
+        """Google's create_pretraining_data.py, reached through the family that has it
+        (BERT's hooks); looked up after parsing: the registry imports TensorFlow, and
+        `--help` does not wait for it."""
+        from kbert.models import registry
 
-    def options(args) -> Options:
-        return Options(max_seq_length=args.max_seq_length,
-                       max_predictions_per_seq=args.max_predictions_per_seq,
-                       random_seed=args.random_seed, dupe_factor=args.dupe_factor,
-                       masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
-                       do_whole_word_mask=args.do_whole_word_mask)
+        return next(f.hook("create_data") for f in registry.all_families()
+                    if f.hook("create_data") is not None)
+
+    def options(args):
+        return algorithm().Options(
+            max_seq_length=args.max_seq_length,
+            max_predictions_per_seq=args.max_predictions_per_seq,
+            random_seed=args.random_seed, dupe_factor=args.dupe_factor,
+            masked_lm_prob=args.masked_lm_prob, short_seq_prob=args.short_seq_prob,
+            do_whole_word_mask=args.do_whole_word_mask)
 
     def validate(args):
         try:
@@ -77,8 +80,9 @@ def create_data_main(argv) -> int:
             raise UsageError(str(e)) from None
 
     def run(args):
-        return create_pretraining_data(args.input_file, args.output_file, args.vocab_file,
-                                       args.do_lower_case, options(args))
+        return algorithm().create_pretraining_data(args.input_file, args.output_file,
+                                                   args.vocab_file, args.do_lower_case,
+                                                   options(args))
 
     parser = _create_data_parser()
     add_cli_flags(parser, training=False, export=False)
