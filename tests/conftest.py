@@ -82,3 +82,18 @@ def assert_same_served_variables(run_export, folder_export):
     assert sorted(map(tuple, ran.values())) == sorted(map(tuple, exported.values()))
     a, b = variables_size(str(run_export)), variables_size(str(folder_export))
     assert abs(a - b) <= 0.01 * b, (a, b)
+
+
+def write_untrained_elmo(folder) -> str:
+    """An ELMo folder (bilm-tf's options.json and weights.hdf5) of a tiny untrained
+    biLM: enough for the commands' flag checks, which read only the folder's files."""
+    import kbert
+    from kbert.models.elmo.lm import ELMoLanguageModel
+
+    lm = ELMoLanguageModel(
+        kbert.ELMo(kbert.ELMoConfig.preset("tiny", lstm_dim=16, projection_dim=8,
+                                           max_characters_per_token=16)), 10, 1, 2,
+        num_sampled=4)
+    lm(kbert.ELMoCharTokenizer(16)(["a"]))
+    lm.save_pretrained(folder)
+    return str(folder)

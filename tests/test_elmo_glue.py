@@ -122,13 +122,9 @@ def test_single_sentence_task_runs_and_predicts(bilm_folder, tmp_path):
 
 def test_elmo_refuses_export(tmp_path, capsys):
     """Refused before any work: an untrained folder is enough (no training here)."""
-    folder = tmp_path / "elmo"
-    lm = ELMoLanguageModel(
-        kbert.ELMo(kbert.ELMoConfig.preset("tiny", lstm_dim=16, projection_dim=8,
-                                           max_characters_per_token=16)), 10, 1, 2,
-        num_sampled=4)
-    lm(kbert.ELMoCharTokenizer(16)(["a"]))
-    lm.save_pretrained(folder)
+    from tests.conftest import write_untrained_elmo
+
+    folder = write_untrained_elmo(tmp_path / "elmo")
     with pytest.raises(SystemExit) as err:
         cli.main(["--task", "sst2", "--model", "elmo", "--init_from", str(folder),
                   "--data_dir", str(tmp_path), "--output_dir", str(tmp_path / "out"),

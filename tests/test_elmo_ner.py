@@ -62,14 +62,9 @@ def bilm_folder(tmp_path_factory):
 @pytest.fixture(scope="module")
 def untrained_folder(tmp_path_factory):
     """An ELMo folder written without training (the flag checks read only its files)."""
-    folder = tmp_path_factory.mktemp("untrained") / "elmo"
-    lm = ELMoLanguageModel(
-        kbert.ELMo(kbert.ELMoConfig.preset("tiny", lstm_dim=16, projection_dim=8,
-                                           max_characters_per_token=16)), 10, 1, 2,
-        num_sampled=4)
-    lm(kbert.ELMoCharTokenizer(16)(["a"]))
-    lm.save_pretrained(folder)
-    return folder
+    from tests.conftest import write_untrained_elmo
+
+    return write_untrained_elmo(tmp_path_factory.mktemp("untrained") / "elmo")
 
 
 @pytest.mark.e2e

@@ -28,7 +28,7 @@ from kbert.layers.activations import get_activation
 from kbert.layers.initializers import truncated_normal
 from kbert.models.bert import checkpoints
 from kbert.models.bert.encoder import BertEncoder
-from kbert.models.metrics import TotalOverCount
+from kbert.models.metrics import TotalOverCount, masked_lm_loss, total_loss
 
 logger = logging.getLogger(__name__)
 
@@ -111,28 +111,18 @@ class BertPretrainer(keras.Model):
         return {"mlm_logits": mlm, "nsp_logits": nsp}
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        ids = tf.cast(y["masked_lm_ids"], tf.int32)
-        weights = tf.cast(y["masked_lm_weights"], tf.float32)
+        mlm_loss = masked_lm_loss(y["masked_lm_ids"], y["masked_lm_weights"],
+                                  y_pred["mlm_logits"], self.trackers)
         labels = tf.reshape(tf.cast(y["next_sentence_labels"], tf.int32), [-1])
-        mlm, nsp = y_pred["mlm_logits"], y_pred["nsp_logits"]
-        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=mlm)
-        mlm_loss = tf.reduce_sum(weights * nll) / (tf.reduce_sum(weights) + 1e-5)
+        nsp = y_pred["nsp_logits"]
         nsp_nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=nsp)
         nsp_loss = tf.reduce_mean(nsp_nll)
         t, predictions = self.trackers, tf.cast(tf.size(nsp_nll), tf.float32)
-        mlm_hits = tf.cast(tf.equal(tf.argmax(mlm, -1, output_type=tf.int32), ids), tf.float32)
-        t["masked_lm_accuracy"].update_state(tf.reduce_sum(mlm_hits * weights),
-                                             tf.reduce_sum(weights))
-        t["masked_lm_loss"].update_state(tf.reduce_sum(nll * weights), tf.reduce_sum(weights))
         nsp_hits = tf.equal(tf.argmax(nsp, -1, output_type=tf.int32), labels)
         t["next_sentence_accuracy"].update_state(
             tf.reduce_sum(tf.cast(nsp_hits, tf.float32)), predictions)
         t["next_sentence_loss"].update_state(tf.reduce_sum(nsp_nll), predictions)
-        loss = mlm_loss + nsp_loss
-        if self.losses:
-            loss += tf.add_n([tf.cast(v, tf.float32) for v in self.losses])
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        return loss / replicas if replicas > 1 else loss
+        return total_loss(self, mlm_loss + nsp_loss)
 
     def get_config(self):
         return {"encoder": keras.saving.serialize_keras_object(self.encoder),

@@ -19,7 +19,7 @@ from kbert.layers.masks import padding_bias
 from kbert.layers.transformer import TransformerBlock
 from kbert.models.base import Pretrained
 from kbert.models.interface import TransformerSizes, dtype_from_config
-from kbert.models.metrics import TotalOverCount
+from kbert.models.metrics import TotalOverCount, masked_lm_loss, total_loss
 from kbert.models.roberta.config import RobertaConfig
 
 
@@ -209,21 +209,9 @@ class RobertaMaskedLM(keras.Model):
         return [m for m in super().metrics if all(m is not n for n in mine)] + mine
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        ids = ops.cast(y["masked_lm_ids"], "int32")
-        weights = ops.cast(y["masked_lm_weights"], "float32")
-        logits = y_pred["mlm_logits"]
-        nll = keras.losses.sparse_categorical_crossentropy(ids, logits, from_logits=True)
-        total = ops.sum(weights)
-        loss = ops.sum(nll * weights) / (total + 1e-5)
-        hits = ops.cast(ops.equal(ops.cast(ops.argmax(logits, -1), "int32"), ids), "float32")
-        self.trackers["masked_lm_accuracy"].update_state(ops.sum(hits * weights), total)
-        self.trackers["masked_lm_loss"].update_state(ops.sum(nll * weights), total)
-        if self.losses:
-            loss = loss + ops.sum(ops.stack([ops.cast(v, "float32") for v in self.losses]))
-        import tensorflow as tf
-
-        replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        return loss / replicas if replicas > 1 else loss
+        loss = masked_lm_loss(y["masked_lm_ids"], y["masked_lm_weights"], y_pred["mlm_logits"],
+                              self.trackers)
+        return total_loss(self, loss)
 
     def get_config(self):
         return {"encoder": keras.saving.serialize_keras_object(self.encoder),
