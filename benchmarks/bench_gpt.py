@@ -16,7 +16,11 @@
    tokenizer (batch encode) and keras-hub's `GPT2Tokenizer` (in-graph), on two corpora:
    words of a short mixed list (English, contractions, accents, CJK, emoji, numbers),
    and 50,000 made-up words with Zipf frequencies (almost every word needs merges).
-4. `--only products`: what a decoding step at batch 1 is bound by, the chain of a GPT-2
+4. `--only beam`: beam search (`--beams`, default 4), no end token, the best beam's new
+   tokens/s: kbert (`sampler="beam"`), keras-hub's `BeamSampler`, transformers'
+   `generate(num_beams=...)`. `--only processors`: kbert's greedy generation plain, with
+   `repetition_penalty=1.3` and with `no_repeat_ngram_size=3`.
+5. `--only products`: what a decoding step at batch 1 is bound by, the chain of a GPT-2
    size's block products (query, key, value, attention output, MLP in and out, each
    layer's input the previous product's output; one row), in ms: under XLA with the
    bias fused into the product (XLA:CPU's own loop), with the bias apart (what kbert's
@@ -90,6 +94,79 @@ def bench_generate(config: kbert.GPTConfig, batch: int, prompt: int, new: int, r
 
     return _median_rates({"kbert": run_kbert, "keras-hub": run_hub, "hf-torch": run_hf},
                          batch * new, rounds)
+
+
+def _generation_peers(config: kbert.GPTConfig):
+    """transformers' GPT-2 with random weights, kbert's model loaded from its folder, and
+    keras-hub's GPT2CausalLM of the same config (its own random weights)."""
+    import keras_hub
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=config.vocab_size, n_positions=config.max_position_embeddings,
+        n_embd=config.hidden_size, n_layer=config.num_layers, n_head=config.num_heads)).eval()
+    folder = tempfile.mkdtemp(prefix="bench-gpt-")
+    hf.save_pretrained(folder)
+    lm = kbert.GPTLanguageModel.from_pretrained(folder, load_tokenizer=False)
+    hub = keras_hub.models.GPT2CausalLM(
+        backbone=keras_hub.models.GPT2Backbone(
+            vocabulary_size=config.vocab_size, num_layers=config.num_layers,
+            num_heads=config.num_heads, hidden_dim=config.hidden_size,
+            intermediate_dim=config.intermediate_size,
+            max_sequence_length=config.max_position_embeddings), preprocessor=None)
+    return hf, lm, hub
+
+
+def bench_beam(config: kbert.GPTConfig, batch: int, prompt: int, new: int, beams: int,
+               rounds: int):
+    """Beam search, `beams` beams, no end token (every library runs all `new` steps):
+    new tokens/s of the best beam per prompt (batch x new per call)."""
+    import keras_hub
+    import torch
+
+    hf, lm, hub = _generation_peers(config)
+    hub.compile(sampler=keras_hub.samplers.BeamSampler(num_beams=beams))
+    rng = np.random.RandomState(0)
+    ids = rng.randint(0, config.vocab_size - 1, (batch, prompt)).astype("int32")
+    mask = np.ones_like(ids)
+    hub_ids = np.concatenate([ids, np.zeros((batch, new), "int32")], axis=1)
+    hub_mask = np.concatenate([mask, np.zeros((batch, new), "int32")], axis=1)
+    torch_ids = torch.tensor(ids, dtype=torch.long)
+
+    def run_kbert():
+        lm.generate_ids(ids, mask, new, sampler="beam", num_beams=beams,
+                        end_token_id=None).numpy()
+
+    def run_hub():
+        hub.generate({"token_ids": hub_ids, "padding_mask": hub_mask}, stop_token_ids=None)
+
+    def run_hf():
+        with torch.no_grad():
+            hf.generate(torch_ids, attention_mask=torch.ones_like(torch_ids),
+                        max_new_tokens=new, num_beams=beams, do_sample=False,
+                        pad_token_id=0, eos_token_id=None)
+
+    return _median_rates({"kbert": run_kbert, "keras-hub": run_hub, "hf-torch": run_hf},
+                         batch * new, rounds)
+
+
+def bench_processors(config: kbert.GPTConfig, batch: int, prompt: int, new: int,
+                     rounds: int):
+    """kbert's greedy generation plain, with repetition_penalty 1.3, and with
+    no_repeat_ngram_size 3 (new tokens/s): what the logits processors cost."""
+    _, lm, _ = _generation_peers(config)
+    rng = np.random.RandomState(0)
+    ids = rng.randint(0, config.vocab_size - 1, (batch, prompt)).astype("int32")
+    mask = np.ones_like(ids)
+
+    def run(**settings):
+        return lambda: lm.generate_ids(ids, mask, new, end_token_id=None,
+                                       **settings).numpy()
+
+    return _median_rates({"plain": run(), "penalty": run(repetition_penalty=1.3),
+                          "ngram": run(no_repeat_ngram_size=3)}, batch * new, rounds)
 
 
 def bench_train(config: kbert.GPTConfig, batch: int, seq: int, steps: int, rounds: int):
@@ -249,8 +326,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--texts", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--only", choices=["generate", "train", "tokenizers", "products"],
-                   default=None)
+    p.add_argument("--beams", type=int, default=4, help="beam search's beams")
+    p.add_argument("--only", choices=["generate", "beam", "processors", "train",
+                                      "tokenizers", "products"], default=None)
     args = p.parse_args(argv)
     import keras_hub
     import torch
@@ -268,6 +346,30 @@ def main(argv=None):
             r = bench_generate(config, batch, args.prompt, args.new, args.rounds)
             print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | {r['hf-torch']:.1f} "
                   f"| {r['kbert'] / r['keras-hub']:.2f} | {r['kbert'] / r['hf-torch']:.2f} |",
+                  flush=True)
+    if args.only in (None, "beam"):
+        config = kbert.GPTConfig.preset(args.config)
+        print(f"\n## Beam search ({args.beams} beams), GPT-2 {args.config} size, prompt "
+              f"{args.prompt}, {args.new} new tokens (new tokens/s of the best beam, median "
+              f"of {args.rounds})\n")
+        print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
+              "|---|---|---|---|---|---|")
+        for batch in map(int, args.batches.split(",")):
+            r = bench_beam(config, batch, args.prompt, args.new, args.beams, args.rounds)
+            print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | {r['hf-torch']:.1f} "
+                  f"| {r['kbert'] / r['keras-hub']:.2f} | {r['kbert'] / r['hf-torch']:.2f} |",
+                  flush=True)
+    if args.only in (None, "processors"):
+        config = kbert.GPTConfig.preset(args.config)
+        print(f"\n## kbert greedy generation with logits processors, GPT-2 {args.config} "
+              f"size, prompt {args.prompt}, {args.new} new tokens (new tokens/s, median of "
+              f"{args.rounds})\n")
+        print("| batch | plain | repetition_penalty 1.3 | no_repeat_ngram_size 3 | "
+              "penalty / plain | n-gram / plain |\n|---|---|---|---|---|---|")
+        for batch in map(int, args.batches.split(",")):
+            r = bench_processors(config, batch, args.prompt, args.new, args.rounds)
+            print(f"| {batch} | {r['plain']:.1f} | {r['penalty']:.1f} | {r['ngram']:.1f} | "
+                  f"{r['penalty'] / r['plain']:.2f} | {r['ngram'] / r['plain']:.2f} |",
                   flush=True)
     if args.only == "products":
         config = kbert.GPTConfig.preset(args.config)

@@ -294,11 +294,13 @@ def test_xla_cpu_decoding_keeps_products_apart_and_updates_the_cache_in_place():
     lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset("tiny"))
     run = generation.generate_function(lm, jit_compile=True).compiled
     ids = tf.ones((1, 32), tf.int32)
-    hlo = run.experimental_get_compiler_ir(ids, ids, tf.constant(4), tf.constant([0, 0]),
-                                           tf.constant(32))(stage="optimized_hlo")
+    hlo = run.experimental_get_compiler_ir(
+        ids, ids, tf.constant(4), tf.constant([[0, 0]]), tf.constant([0]),
+        tf.constant([1.0]), tf.constant([0]), tf.constant(32))(stage="optimized_hlo")
     fused = _fused_computations(hlo)
     assert fused and not [f for f in fused if " dot(" in f]
-    cache_updates = re.findall(r"= f32\[[^\]]*\][^=]* dynamic-update-slice\(", hlo)
+    # the cache tensors are [B*N, S, D] (the other float update is the log-probabilities')
+    cache_updates = re.findall(r"= f32\[\d+,\d+,\d+\][^=]* dynamic-update-slice\(", hlo)
     assert len(cache_updates) == 2 * lm.config.num_layers  # keys and values, once each
     # Without separate_bias_add, XLA fuses the products (what the test would catch):
     from kbert.layers.dense import Dense
@@ -428,13 +430,22 @@ def test_a_seed_draws_the_same_tokens_with_and_without_xla():
         assert len(np.unique(xla)) > 20  # sampled, not one token repeated
 
 
-def test_uniform_draws_are_uniform_and_differ_by_seed_and_row():
-    u = generation.uniform(tf.constant([7, 0]), 100_000).numpy()
+def test_uniform_draws_are_uniform_and_differ_by_seed_index_and_step():
+    """A row's draw depends on its own seed, sequence index and the step only."""
+    rows = 100_000
+    seeds = np.tile([[7, 0]], (rows, 1)).astype("int32")
+    index = np.arange(rows, dtype="int32")
+    u = generation.uniform(seeds, index, 0).numpy()
     assert 0.0 < u.min() and u.max() < 1.0
     counts = np.histogram(u, bins=10, range=(0, 1))[0]
     assert (np.abs(counts - 10_000) < 500).all(), counts  # 5 sigma is about 475
-    v = generation.uniform(tf.constant([7, 1]), 100_000).numpy()
-    assert abs(np.corrcoef(u, v)[0, 1]) < 0.02 and (u != v).mean() > 0.999
+    for other in (generation.uniform(seeds, index, 1).numpy(),
+                  generation.uniform(seeds + [0, 1], index, 0).numpy(),
+                  generation.uniform(seeds + [1, 0], index, 0).numpy()):
+        assert abs(np.corrcoef(u, other)[0, 1]) < 0.02 and (u != other).mean() > 0.999
+    # the row's place in the batch does not count
+    np.testing.assert_array_equal(generation.uniform(seeds[::-1], index[::-1], 0).numpy(),
+                                  u[::-1])
 
 
 def test_seeded_sampling_is_reproducible():
@@ -462,7 +473,7 @@ def test_bad_generation_settings_are_errors():
     lm = _fixed_logits_model(np.zeros(4, "float32"))
     ids = np.ones((1, 2), "int32")
     for kwargs, message in [
-            (dict(sampler="beam"), "sampler='beam'"),
+            (dict(sampler="beams"), "sampler='beams'"),
             (dict(sampler="top_k"), "needs top_k"),
             (dict(sampler="top_p", top_p=1.5), "needs 0 < top_p <= 1"),
             (dict(temperature=0.0), "temperature=0.0"),
@@ -478,7 +489,7 @@ def test_sampler_unit_top_p_keeps_the_token_that_crosses_p():
     probs = tf.nn.softmax(logits).numpy()[0]
     p = float(probs[0]) + 1e-3  # just past the best token's mass: two tokens
     picks = {int(generation.choose(logits, "top_p", 1.0, None, p,
-                                   tf.constant([s, 0]))[0]) for s in range(200)}
+                                   tf.constant([(s + 0.5) / 200]))[0]) for s in range(200)}
     assert picks == {0, 1}
 
 
@@ -658,11 +669,11 @@ def test_xla_decoding_equals_the_plain_graph(pair):
     _, _, lm = pair
     _, ids, mask = _prompts()
     left, left_mask = generation.left_pad(ids, mask)
-    seed = tf.constant([1, 2])
+    seeds = tf.constant([[1, 2]] * len(ids))
     plain = generation.generate_function(lm, jit_compile=False)(
-        left, left_mask, tf.constant(6), seed)
+        left, left_mask, tf.constant(6), seeds)["token_ids"]
     xla = generation.generate_function(lm, jit_compile=True)(left, left_mask,
-                                                            tf.constant(6), seed)
+                                                            tf.constant(6), seeds)["token_ids"]
     np.testing.assert_array_equal(xla.numpy(), plain.numpy())
     # The public switch: generate_ids(..., jit_compile=False) runs the plain graph.
     np.testing.assert_array_equal(

@@ -52,7 +52,9 @@ def test_generate_export_answers_as_the_model_in_a_fresh_process(tmp_path, model
                                  serving_version="2.12")
     assert read_settings(str(export_dir)) == {
         "end_token_id": 50256, "max_new_tokens": 12, "max_prompt_tokens": 52,
-        "sampler": "greedy", "seed": None, "temperature": 1.0, "top_k": None, "top_p": None}
+        "sampler": "greedy", "seed": None, "temperature": 1.0, "top_k": None, "top_p": None,
+        "repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "min_new_tokens": 0,
+        "stop": []}
     assert check_lib.check(str(export_dir), "2.12")  # ops and the warmup replay
     kbert.export.check_ops(str(export_dir), "2.21")  # raises naming a missing op
     requests = [{"prompt": [p]} for p in PROMPTS[:5]] + [{"prompt": PROMPTS}]
@@ -90,6 +92,37 @@ def test_export_command_with_sampling_settings(tmp_path, model_folder):
     fresh = check_lib.run_fresh(str(export_dir), [{"prompt": PROMPTS[:4]}] * 2)
     first, second = (r["text"]["value"] for r in fresh["results"])
     assert first == second and len(first) == 4
+
+
+def test_export_command_with_beam_search_penalties_and_a_stop_string(tmp_path,
+                                                                     model_folder):
+    """Beam search, the penalties and a stop string fixed at export time: in a fresh
+    process, the texts of `generate` with the same settings (its plain graph, the one
+    the export runs), cut before the stop string; the op check passes for 2.12."""
+    lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
+    settings = dict(sampler="beam", num_beams=3, no_repeat_ngram_size=2,
+                    repetition_penalty=1.2, max_new_tokens=10, jit_compile=False)
+    free = lm.generate(PROMPTS[:4], **settings)
+    stop = free[0][len(PROMPTS[0]) + 3:len(PROMPTS[0]) + 7]
+    want = [t[len(p):] for p, t in zip(PROMPTS[:4], lm.generate(PROMPTS[:4], stop=[stop],
+                                                                  **settings))]
+    # A beam that reaches the stop string is finished, as at the end token (beam search
+    # then keeps other hypotheses too, as transformers' stop_strings does).
+    assert all(stop not in t for t in want) and want != [
+        t[len(p):] for p, t in zip(PROMPTS[:4], free)]
+    export_dir = tmp_path / "serving" / "gpt" / "3"
+    proc = subprocess.run(
+        [sys.executable, "-m", "kbert.export", "--model_dir", str(model_folder), "--task",
+         "generate", "--export_dir", str(export_dir), "--max_new_tokens", "10", "--sampler",
+         "beam", "--num_beams", "3", "--no_repeat_ngram_size", "2", "--repetition_penalty",
+         "1.2", "--stop", stop, "--serving_version", "2.12"],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    recorded = read_settings(str(export_dir))
+    assert (recorded["num_beams"], recorded["stop"], recorded["repetition_penalty"]) == (
+        3, [stop], 1.2)
+    fresh = check_lib.run_fresh(str(export_dir), [{"prompt": PROMPTS[:4]}])
+    assert fresh["results"][0]["text"]["value"] == want
 
 
 def test_generate_export_refuses_a_folder_of_another_family(tmp_path):

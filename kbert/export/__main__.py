@@ -69,10 +69,25 @@ def _parser() -> argparse.ArgumentParser:
                    help="skip replaying the warmup requests in a fresh process")
     g = p.add_argument_group("generate (GPT): decoding settings, fixed in the export")
     g.add_argument("--max_new_tokens", type=int, default=32, help="tokens to generate")
-    g.add_argument("--sampler", default="greedy", choices=["greedy", "top_k", "top_p"],
+    g.add_argument("--sampler", default="greedy", choices=["greedy", "top_k", "top_p",
+                                                            "beam"],
                    help="greedy: the likeliest token; top_k: sampled among the --top_k "
                         "likeliest; top_p: among the fewest whose probability reaches "
-                        "--top_p (nucleus)")
+                        "--top_p (nucleus); beam: beam search, the best of --num_beams")
+    g.add_argument("--num_beams", type=int, default=4, help="beam search: beams kept")
+    g.add_argument("--length_penalty", type=float, default=1.0,
+                   help="beam search: scores divided by length ** this")
+    g.add_argument("--early_stopping", default="false", choices=["true", "false", "never"],
+                   help="beam search: transformers' finishing rule")
+    g.add_argument("--repetition_penalty", type=float, default=1.0,
+                   help="CTRL's penalty on tokens already seen (1.0: off)")
+    g.add_argument("--no_repeat_ngram_size", type=int, default=0,
+                   help="never repeat an n-gram of this size (0: off)")
+    g.add_argument("--min_new_tokens", type=int, default=0,
+                   help="no end (or stop) token before this many new tokens")
+    g.add_argument("--stop", action="append", default=None, metavar="TEXT",
+                   help="a stop string (repeat the flag for several): the text ends "
+                        "before it")
     g.add_argument("--temperature", type=float, default=1.0,
                    help="divides the logits before sampling (below 1: surer; not greedy)")
     g.add_argument("--top_k", type=int, default=None,
@@ -103,7 +118,12 @@ def main(argv=None) -> int:
             generation = {"top_k": args.top_k or 5}
         if args.task == "generate":
             generation = {k: getattr(args, k) for k in (
-                "max_new_tokens", "sampler", "temperature", "top_k", "top_p", "seed")}
+                "max_new_tokens", "sampler", "temperature", "top_k", "top_p", "seed",
+                "num_beams", "length_penalty", "repetition_penalty",
+                "no_repeat_ngram_size", "min_new_tokens")}
+            generation["early_stopping"] = {"true": True, "false": False,
+                                            "never": "never"}[args.early_stopping]
+            generation["stop"] = args.stop or []
         path = export_from_folder(args.model_dir, args.task, args.export_dir,
                                   serving_version=args.serving_version,
                                   seq_length=args.seq_length, generation=generation)
@@ -123,6 +143,16 @@ def main(argv=None) -> int:
                 raise UsageError(f"--sampler top_k needs --top_k 1 or more (got {args.top_k})")
             if args.sampler == "top_p" and (args.top_p is None or not 0 < args.top_p <= 1):
                 raise UsageError(f"--sampler top_p needs --top_p in (0, 1] (got {args.top_p})")
+            for flag, value, low in (("--num_beams", args.num_beams, 1),
+                                     ("--no_repeat_ngram_size", args.no_repeat_ngram_size, 0),
+                                     ("--min_new_tokens", args.min_new_tokens, 0)):
+                if value < low:
+                    raise UsageError(f"{flag} {value}: must be at least {low}")
+            if not args.repetition_penalty > 0:
+                raise UsageError(f"--repetition_penalty {args.repetition_penalty}: must be "
+                                 "more than 0")
+            if any(not s for s in args.stop or []):
+                raise UsageError("--stop '': an empty stop string would stop at once")
         if args.task == "fill_mask" and args.top_k is not None and args.top_k < 1:
             raise UsageError(f"--top_k {args.top_k}: must be at least 1")
         try:

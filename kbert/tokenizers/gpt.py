@@ -146,6 +146,13 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
     def vocab_size(self) -> int:
         return len(self._vocabulary)
 
+    def token_bytes(self) -> list[bytes]:
+        """The bytes each id stands for (index = id): decoding is their concatenation
+        (`kbert.models.generation` matches stop strings on them in-graph)."""
+        back = {c: b for b, c in bytes_to_unicode().items()}
+        return [bytes(back[c] for c in token.decode("utf-8"))
+                for token in self._id_to_token.numpy()]
+
     @property
     def pad_id(self) -> int:
         """Padding carries the end token's id (GPT-2 has no padding token); the padding
