@@ -79,6 +79,12 @@ def test_squad_export_matches_python_pipeline_in_fresh_process(tmp_path, sample_
     export_squad(model, tokenizer, str(export_dir), version_2_with_negative=version_2, **SQUAD)
     assert sorted(os.listdir(export_dir / "assets")) == ["vocab.txt"]
     assert (export_dir / "assets.extra" / "tf_serving_warmup_requests").exists()
+    # token_ids: the windows' own inputs in, start and end logits out, as model.predict
+    window = {k: arrays[k][:2].tolist() for k in ("token_ids", "segment_ids", "padding_mask")}
+    raw = run_fresh(str(export_dir), [window], signature="token_ids")["results"][0]
+    for name in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(np.reshape(raw[name]["value"], raw[name]["shape"]),
+                                   logits[name][:2], rtol=1e-5, atol=1e-5)
     del model  # nothing of the source is needed at load time
 
     batch = [{"question": [e.question for e in examples],
@@ -146,6 +152,45 @@ def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
     inputs_sig = signatures(str(export_dir))["serving_default"]["inputs"]
     assert inputs_sig == ({"text": ("string", [None]), "text_b": ("string", [None])} if pair
                           else {"text": ("string", [None])})
+    # TF Serving's Classify API: serialized tf.Examples in, classes and scores out,
+    # the same scores as serving_default's probabilities.
+    assert _method_names(export_dir) == {"serving_default": "tensorflow/serving/predict",
+                                         "classify": "tensorflow/serving/classify",
+                                         "token_ids": "tensorflow/serving/predict"}
+    examples = [_example(text=a, **({"text_b": b} if pair else {}))
+                for a, b in zip(texts, texts_b or texts)]
+    classified = run_fresh(str(export_dir), [{"inputs": examples}],
+                           signature="classify")["results"][0]
+    assert classified["classes"]["shape"] == [len(texts), 3]
+    assert classified["classes"]["value"] == labels * len(texts)
+    np.testing.assert_allclose(np.reshape(classified["scores"]["value"], probs.shape), probs,
+                               rtol=1e-6, atol=1e-6)
+    # token_ids: the model's own inputs in, its logits out
+    raw = run_fresh(str(export_dir), [{k: v.numpy().tolist() for k, v in inputs.items()}],
+                    signature="token_ids")["results"][0]["logits"]
+    logits = model.predict(inputs, verbose=0)["logits"]
+    assert raw["shape"] == list(logits.shape)
+    np.testing.assert_allclose(np.reshape(raw["value"], logits.shape), logits, rtol=1e-5,
+                               atol=1e-5)
+
+
+def _example(**features) -> dict:
+    """A serialized tf.Example with bytes features, as TF Serving's REST API carries
+    bytes: {"b64": ...}."""
+    import base64
+
+    example = tf.train.Example(features=tf.train.Features(feature={
+        name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
+        for name, value in features.items()}))
+    return {"b64": base64.b64encode(example.SerializeToString()).decode("ascii")}
+
+
+def _method_names(export_dir) -> dict:
+    from kbert import internals
+
+    sm = internals.read_saved_model_proto(str(export_dir / "saved_model.pb"))
+    return {name: sig.method_name for name, sig in sm.meta_graphs[0].signature_def.items()
+            if not name.startswith("__")}
 
 
 @pytest.mark.subprocess
@@ -163,6 +208,12 @@ def test_regression_and_embeddings_exports(tmp_path, sample_and_tokenizer):
     out = reg["results"][0]["score"]
     assert out["shape"] == [len(texts)]
     np.testing.assert_allclose(out["value"], want, rtol=1e-5, atol=1e-5)
+    assert _method_names(tmp_path / "reg" / "1")["regress"] == "tensorflow/serving/regress"
+    regressed = run_fresh(str(tmp_path / "reg" / "1"),
+                          [{"inputs": [_example(text=a, text_b=b)
+                                       for a, b in zip(texts, texts[::-1])]}],
+                          signature="regress")["results"][0]["outputs"]
+    np.testing.assert_allclose(regressed["value"], out["value"], rtol=1e-6, atol=1e-6)
 
     emb = run_fresh(str(tmp_path / "emb" / "1"), [{"text": texts}])["results"][0]
     inputs = tokenizer(texts, seq_length=40)

@@ -271,6 +271,9 @@ def test_plain_graph_equals_xla_for_beams_and_processors(gpt2):
 
 def test_bad_settings_are_one_clear_error(gpt2):
     _, _, lm = gpt2
+    # temperature 0 is greedy (kbert's own convention), whatever the sampler
+    assert lm.generate("a", max_new_tokens=4, sampler="top_k", top_k=5,
+                       temperature=0) == lm.generate("a", max_new_tokens=4)
     for kwargs, message in [({"sampler": "beam", "num_beams": 0}, "num_beams=0"),
                             ({"sampler": "beam", "early_stopping": "soon"}, "early_stopping"),
                             ({"repetition_penalty": 0.0}, "repetition_penalty"),
@@ -284,3 +287,28 @@ def test_bad_settings_are_one_clear_error(gpt2):
             lm.generate("a", max_new_tokens=4, **kwargs)
     with pytest.raises(ValueError, match="beam search is not streamed"):
         list(lm.stream("a", sampler="beam"))
+
+
+def test_xla_batch_sizes_are_bucketed(gpt2, monkeypatch):
+    """XLA compiles once per batch-size bucket (powers of two up to 64, then multiples
+    of 64): 3 and 4 prompts run as 4 rows, 5 as 8; the padded rows' results are cut,
+    so the texts equal those of each prompt alone."""
+    _, _, lm = gpt2
+    assert [generation.batch_bucket(n) for n in (1, 2, 3, 4, 5, 63, 64, 65, 130)] == [
+        1, 2, 4, 4, 8, 64, 64, 128, 192]
+    seen = []
+    original = generation.bucket
+
+    def recording(token_ids, *args):
+        seen.append(int(token_ids.shape[0]))
+        return original(token_ids, *args)
+
+    monkeypatch.setattr(generation, "bucket", recording)
+    prompts = ["a b", "c", "d e f", "g", "h i"]
+    texts = [lm.generate(prompts[:n], max_new_tokens=4) for n in (3, 4, 5)]
+    assert seen == [4, 4, 8]
+    assert texts[2] == [lm.generate(p, max_new_tokens=4) for p in prompts]
+    assert texts[0] == texts[2][:3] and texts[1] == texts[2][:4]
+    seen.clear()
+    lm.generate(prompts[:3], max_new_tokens=4, jit_compile=False)
+    assert seen == [3]  # the plain graph takes any batch

@@ -296,7 +296,10 @@ def test_xla_cpu_decoding_keeps_products_apart_and_updates_the_cache_in_place():
     ids = tf.ones((1, 32), tf.int32)
     hlo = run.experimental_get_compiler_ir(
         ids, ids, tf.constant(4), tf.constant([[0, 0]]), tf.constant([0]),
-        tf.constant([1.0]), tf.constant([0]), tf.constant(32))(stage="optimized_hlo")
+        tf.constant([1.0]), tf.constant([0]), tf.constant(32),
+        {"max_new": tf.constant([4]), "ngram": tf.constant([0]),
+         "temperature": tf.constant([1.0]), "top_k": tf.constant([0]),
+         "top_p": tf.constant([1.0])})(stage="optimized_hlo")
     fused = _fused_computations(hlo)
     assert fused and not [f for f in fused if " dot(" in f]
     # the cache tensors are [B*N, S, D] (the other float update is the log-probabilities')
@@ -476,7 +479,7 @@ def test_bad_generation_settings_are_errors():
             (dict(sampler="beams"), "sampler='beams'"),
             (dict(sampler="top_k"), "needs top_k"),
             (dict(sampler="top_p", top_p=1.5), "needs 0 < top_p <= 1"),
-            (dict(temperature=0.0), "temperature=0.0"),
+            (dict(temperature=-1.0), "temperature=-1.0"),
             (dict(max_new_tokens=0), "max_new_tokens=0"),
             (dict(max_new_tokens=63), "exceeds the model's 64 positions")]:
         kwargs.setdefault("max_new_tokens", 2)

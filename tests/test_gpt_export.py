@@ -125,6 +125,47 @@ def test_export_command_with_beam_search_penalties_and_a_stop_string(tmp_path,
     assert fresh["results"][0]["text"]["value"] == want
 
 
+def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
+    """The `generate` signature: one batch whose rows differ in max_new_tokens, greedy
+    and sampled, the same seed twice and another seed; greedy rows are
+    `GPTLanguageModel.generate`'s text, sampled rows the text `generate` gives with the
+    same per-row settings and seed (its plain graph, the export's); `serving_default`
+    still answers a prompt alone; an out-of-range value is an error naming the input."""
+    lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
+    export_dir = tmp_path / "serving" / "gpt" / "4"
+    kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=12)
+    assert set(check_lib.signatures(str(export_dir))) == {"serving_default", "generate"}
+    prompts = ["The quick brown fox", "x", "The quick brown fox", "The quick brown fox",
+               "The quick brown fox", "数字 and émoji 🙂"]
+    request = {"prompt": prompts, "max_new_tokens": [12, 3, 8, 8, 8, 12],
+               "temperature": [0.0, 0.0, 1.0, 1.0, 1.0, 0.7],
+               "top_k": [0, 0, 40, 40, 40, 0], "top_p": [1.0, 1.0, 1.0, 1.0, 1.0, 0.9],
+               "seed": [-1, -1, 5, 5, 6, 7], "repetition_penalty": [1.0, 1.0, 1.0, 1.0, 1.0, 1.3],
+               "no_repeat_ngram_size": [0, 0, 0, 0, 0, 2], "min_new_tokens": [0, 0, 0, 0, 0, 4]}
+    fresh = check_lib.run_fresh(str(export_dir), [request], signature="generate")
+    assert fresh["modules"] == []
+    out = fresh["results"][0]
+    texts = out["text"]["value"]
+    assert texts[2] == texts[3] != texts[4]  # a seed's text, whatever the row
+    assert out["num_tokens"]["value"][1] <= 3 and out["num_tokens"]["value"][2] <= 8
+    want = lm.generate(prompts, jit_compile=False, **{
+        k: v for k, v in request.items() if k != "prompt"})
+    assert texts == [t[len(p):] for p, t in zip(prompts, want)]
+    greedy = lm.generate(prompts[:2], max_new_tokens=12)
+    assert texts[0] == greedy[0][len(prompts[0]):]
+    assert greedy[1][len(prompts[1]):].startswith(texts[1])
+    scored = lm.generate(prompts[:1], max_new_tokens=12, jit_compile=False,
+                         return_scores=True)[0]
+    assert out["num_tokens"]["value"][0] == len(scored["token_ids"])
+    assert abs(out["logprob"]["value"][0] - sum(scored["logprobs"])) < 1e-3
+    alone = check_lib.run_fresh(str(export_dir), [{"prompt": prompts[:1]}])
+    assert alone["results"][0]["text"]["value"] == [texts[0]]
+    bad = dict(request, max_new_tokens=[13, 3, 8, 8, 8, 12])
+    with pytest.raises(check_lib.ServingLoaderError, match="max_new_tokens: each value must "
+                       "be at most 12"):
+        check_lib.run_c_loader(str(export_dir), [bad], "generate")
+
+
 def test_generate_export_refuses_a_folder_of_another_family(tmp_path):
     encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny"))
     encoder.save_pretrained(tmp_path / "bert")

@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="a stop string (repeat the flag for several): the text ends "
                         "before it")
     g.add_argument("--temperature", type=float, default=1.0,
-                   help="divides the logits before sampling (below 1: surer; not greedy)")
+                   help="divides the logits before sampling (below 1: surer; 0: greedy)")
     g.add_argument("--top_k", type=int, default=None,
                    help="generate: sample from the k likeliest; fill_mask: tokens returned "
                         "per mask (default 5)")
@@ -137,8 +137,9 @@ def main(argv=None) -> int:
         if args.task == "generate":
             if args.max_new_tokens < 1:
                 raise UsageError(f"--max_new_tokens {args.max_new_tokens}: must be at least 1")
-            if not args.temperature > 0:
-                raise UsageError(f"--temperature {args.temperature}: must be more than 0")
+            if not args.temperature >= 0:
+                raise UsageError(f"--temperature {args.temperature}: must be 0 (greedy) "
+                                 "or more")
             if args.sampler == "top_k" and (args.top_k is None or args.top_k < 1):
                 raise UsageError(f"--sampler top_k needs --top_k 1 or more (got {args.top_k})")
             if args.sampler == "top_p" and (args.top_p is None or not 0 < args.top_p <= 1):

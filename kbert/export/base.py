@@ -104,16 +104,31 @@ def check_seq_length(model, seq_length: int) -> None:
 
 
 def save_export(module: ServingModule, signature, export_dir: str, warmup: list[dict],
-                serving_version: str, extra_files: dict[str, str] | None = None) -> str:
+                serving_version: str, extra_files: dict[str, str] | None = None,
+                extra_signatures: dict | None = None,
+                method_names: dict[str, str] | None = None, raw_outputs=None) -> str:
     """tf.saved_model.save + warmup requests (+ `extra_files`, name -> text, in
     `assets.extra/`) + op check + the warmup requests replayed through TF Serving's C++
-    loader, atomically: a failed check or replay leaves no export behind."""
+    loader, atomically: a failed check or replay leaves no export behind.
+    `extra_signatures`: name -> tf.function, beside `serving_default` (`signature`);
+    `method_names`: signature name -> the SignatureDef's method name where it is not
+    Predict's (TF Serving's Classify and Regress APIs need theirs); `raw_outputs`:
+    model inputs -> the model's raw outputs; given, the export gets a `token_ids`
+    signature (`token_ids_signature`)."""
     export_dir = os.fspath(export_dir)
+    if raw_outputs is not None:
+        module.token_ids = token_ids_signature(module.tokenizer, raw_outputs)
+        extra_signatures = {**(extra_signatures or {}), "token_ids": module.token_ids}
     with atomic_directory(export_dir) as tmp:
         try:
             signature.get_concrete_function()  # traced: every layer is built
+            for extra in (extra_signatures or {}).values():
+                extra.get_concrete_function()
             module.track_variables()
-            tf.saved_model.save(module, tmp, signatures={"serving_default": signature})
+            tf.saved_model.save(module, tmp, signatures={"serving_default": signature,
+                                                         **(extra_signatures or {})})
+            if method_names:
+                set_method_names(tmp, method_names)
         finally:
             module.remove_temporary_files()
         write_warmup_requests(tmp, model_name(export_dir), warmup)
@@ -134,3 +149,39 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
         except ServingLoaderError as e:
             raise ServingLoaderError(str(e).replace(tmp, export_dir)) from None
     return export_dir
+
+
+CLASSIFY_METHOD = "tensorflow/serving/classify"
+REGRESS_METHOD = "tensorflow/serving/regress"
+
+
+def set_method_names(export_dir: str, method_names: dict[str, str]) -> None:
+    """Rewrites `saved_model.pb` with these SignatureDef method names (`tf.saved_model.
+    save` writes Predict's for every signature; TF Serving's Classify and Regress APIs
+    refuse a signature without theirs). Called on the export's temporary folder."""
+    from kbert import internals
+
+    path = os.path.join(export_dir, "saved_model.pb")
+    sm = internals.read_saved_model_proto(path)
+    for meta in sm.meta_graphs:
+        for name, method in method_names.items():
+            if name not in meta.signature_def:
+                raise ValueError(f"no signature {name!r} to name {method}")
+            meta.signature_def[name].method_name = method
+    with open(path, "wb") as f:
+        f.write(sm.SerializeToString())
+
+
+def token_ids_signature(tokenizer, raw_outputs):
+    """The `token_ids` signature, for clients that tokenize themselves: the model's own
+    inputs (the tokenizer's keys, int32 [batch, seq]: `token_ids`, `padding_mask`,
+    `segment_ids` where the family has them) -> `raw_outputs(inputs)` in float32 (logits;
+    no text post-processing)."""
+    names = sorted(tokenizer(["a"]).keys())
+
+    @tf.function(input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name)
+                                   for name in names}])
+    def token_ids(inputs):
+        return {k: tf.cast(v, tf.float32) for k, v in raw_outputs(dict(inputs)).items()}
+
+    return token_ids

@@ -14,7 +14,8 @@ protobuf wire-format reader below), so what it shows is what the C++ runtime doe
 
     python c_loader.py EXPORT_DIR REQUESTS.json OUT.json [--signature serving_default]
 
-REQUESTS.json: a list of {input name: [str, ...]} (string inputs, a batch each).
+REQUESTS.json: a list of {input name: [value, ...]} (a batch each: strings, {"b64": ...}
+for bytes, or numbers for the signature's numeric inputs).
 OUT.json: {"signatures": {name: {"inputs": {...}, "outputs": {...}}},
            "results": [{output: {"dtype", "shape", "value" (flat list)}}],
            "error": null or one line (the first failure: loading or a request)}
@@ -23,6 +24,7 @@ The exit status is 0 when every request was answered, 1 otherwise.
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import glob
 import importlib.util
@@ -241,6 +243,23 @@ class Served:
             api.StringCopy(data + k * TSTRING_SIZE, value, len(value))
         return tensor
 
+    def _number_tensor(self, dtype: str, values: list):
+        """A tensor of a numeric dtype (the signature's) from a list, or a list of
+        equally long lists ([batch, n])."""
+        api = self.api
+        shape = [len(values)]
+        if values and isinstance(values[0], list):
+            shape.append(len(values[0]))
+            if any(len(row) != shape[1] for row in values):
+                raise ServingError("a [batch, n] input needs rows of one length")
+            values = [x for row in values for x in row]
+        raw = struct.pack(f"<{len(values)}{_STRUCT[dtype]}", *values)
+        dims = (ctypes.c_int64 * len(shape))(*shape)
+        code = {name: code for code, name in DTYPES.items()}[dtype]
+        tensor = api.AllocateTensor(code, dims, len(shape), len(raw))
+        ctypes.memmove(api.TensorData(tensor), raw, len(raw))
+        return tensor
+
     def _free_string_tensor(self, tensor, count: int) -> None:
         data = self.api.TensorData(tensor)
         for k in range(count):
@@ -269,8 +288,9 @@ class Served:
         return {"dtype": dtype, "shape": shape, "value": value}
 
     def run(self, inputs: dict, signature: str = "serving_default") -> dict:
-        """{input key: list of str} -> {output key: {"dtype", "shape", "value"}}, run
-        by the SignatureDef's tensor names as the server's Predict API does."""
+        """{input key: list of str (or of numbers, for a numeric input)} -> {output key:
+        {"dtype", "shape", "value"}}, run by the SignatureDef's tensor names as the
+        server's Predict API does."""
         if signature not in self.signatures:
             raise ServingError(f"no signature {signature!r} (the export has "
                                f"{sorted(self.signatures)})")
@@ -283,9 +303,14 @@ class Served:
         keys = sorted(inputs)
         feeds = (TF_Output * len(keys))(*[self._output(sig["inputs"][k]["name"])
                                           for k in keys])
-        values = [[v.encode("utf-8") if isinstance(v, str) else v for v in inputs[k]]
-                  for k in keys]
-        tensors = [self._string_tensor(v) for v in values]
+        dtypes = [sig["inputs"][k]["dtype"] for k in keys]
+        for k, dtype in zip(keys, dtypes):
+            if dtype != "string" and dtype not in _STRUCT:
+                raise ServingError(f"input {k!r} of unsupported dtype {dtype}")
+        values = [[_bytes(v) if dtype == "string" else v for v in inputs[k]]
+                  for k, dtype in zip(keys, dtypes)]
+        tensors = [self._string_tensor(v) if dtype == "string" else
+                   self._number_tensor(dtype, v) for v, dtype in zip(values, dtypes)]
         feed_values = (ctypes.c_void_p * len(keys))(*tensors)
         out_keys = sorted(sig["outputs"])
         fetches = (TF_Output * len(out_keys))(*[self._output(sig["outputs"][k]["name"])
@@ -297,8 +322,11 @@ class Served:
             self.api.check(self.status, f"running {signature}")
             return {k: self._read(results[n]) for n, k in enumerate(out_keys)}
         finally:
-            for tensor, v in zip(tensors, values):
-                self._free_string_tensor(tensor, len(v))
+            for tensor, v, dtype in zip(tensors, values, dtypes):
+                if dtype == "string":
+                    self._free_string_tensor(tensor, len(v))
+                else:
+                    self.api.DeleteTensor(tensor)
             for n in range(len(out_keys)):
                 if results[n]:
                     self.api.DeleteTensor(results[n])
@@ -308,6 +336,14 @@ class Served:
         self.api.DeleteSession(self.session, self.status)
         self.api.DeleteGraph(self.graph)
         self.api.DeleteStatus(self.status)
+
+
+def _bytes(value) -> bytes:
+    """A string input's value: text, or {"b64": ...} for bytes (TF Serving's REST
+    convention, e.g. serialized tf.Examples)."""
+    if isinstance(value, dict):
+        return base64.b64decode(value["b64"])
+    return value.encode("utf-8") if isinstance(value, str) else value
 
 
 def first_line(message: str) -> str:

@@ -22,19 +22,22 @@ from kbert.export import ops as ops_lib
 
 # Runs in the fresh process. Inputs: export dir, requests JSON, output JSON.
 _FRESH = r"""
-import json, sys
+import base64, json, sys
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the text ops, as the server links them)
 
 before = set(sys.modules)  # tensorflow_text itself imports tf.keras
 
-export_dir, requests_file, out_file = sys.argv[1:4]
+export_dir, requests_file, out_file, signature = sys.argv[1:5]
 with open(requests_file, encoding="utf-8") as f:
     requests = json.load(f)
-fn = tf.saved_model.load(export_dir).signatures["serving_default"]
+fn = tf.saved_model.load(export_dir).signatures[signature]
+dtypes = {k: spec.dtype for k, spec in fn.structured_input_signature[1].items()}
 results = []
+def value(v):
+    return base64.b64decode(v["b64"]) if isinstance(v, dict) else v
 for request in requests:
-    out = fn(**{k: tf.constant(v, tf.string) for k, v in request.items()})
+    out = fn(**{k: tf.constant([value(x) for x in v], dtypes[k]) for k, v in request.items()})
     item = {}
     for k, v in out.items():
         v = v.numpy()
@@ -64,13 +67,14 @@ def _fresh_env() -> dict:
     return env
 
 
-def _python_fresh(export_dir: str, requests: list[dict], timeout: float) -> dict:
+def _python_fresh(export_dir: str, requests: list[dict], timeout: float,
+                  signature: str = "serving_default") -> dict:
     with tempfile.TemporaryDirectory(prefix="kbert-check-") as tmp:
         req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
         with open(req, "w", encoding="utf-8") as f:
             json.dump(requests, f, ensure_ascii=False)
         proc = subprocess.run([sys.executable, "-c", _FRESH, os.path.abspath(export_dir), req,
-                               out], capture_output=True, text=True, timeout=timeout,
+                               out, signature], capture_output=True, text=True, timeout=timeout,
                               env=_fresh_env(), cwd=tmp)
         if proc.returncode != 0:
             raise RuntimeError(f"{export_dir}: the fresh process failed "
@@ -126,7 +130,14 @@ def _deterministic(export_dir: str) -> bool:
         return True
     with open(path, encoding="utf-8") as f:
         settings = json.load(f)
-    return settings.get("sampler") == "greedy" or settings.get("seed") is not None
+    return settings.get("sampler") in ("greedy", "beam") or settings.get("seed") is not None
+
+
+def _deterministic_requests(requests: list[dict]) -> bool:
+    """A per-request `generate` call answers alike twice unless a row samples (its
+    temperature above 0) with a fresh seed (-1)."""
+    return all(t <= 0 or s >= 0 for request in requests
+               for t, s in zip(request.get("temperature", []), request.get("seed", [])))
 
 
 def compare_results(python: list[dict], served: list[dict], values: bool = True) -> list[str]:
@@ -157,8 +168,10 @@ def compare_results(python: list[dict], served: list[dict], values: bool = True)
     return problems
 
 
-def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600) -> dict:
-    """Calls `serving_default` on each request (input name -> list of str) twice, each
+def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600,
+              signature: str = "serving_default") -> dict:
+    """Calls `signature` on each request (input name -> list of str, or of numbers for
+    a numeric input) twice, each
     in a fresh process: through `tf.saved_model.load` with only `tensorflow` and
     `tensorflow_text` imported, and through TF Serving's C++ loader (`run_c_loader`).
     The two must agree (strings equal, numbers within TOLERANCE; for a generate export
@@ -167,9 +180,11 @@ def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600) -> di
     loader's, which equal the Python ones), "python_results": the Python loader's,
     "modules": [kbert/keras/torch modules that loading and calling the model
     imported]}."""
-    report = _python_fresh(export_dir, requests, timeout)
-    served = run_c_loader(export_dir, requests, timeout=timeout)["results"]
-    problems = compare_results(report["results"], served, _deterministic(export_dir))
+    report = _python_fresh(export_dir, requests, timeout, signature)
+    served = run_c_loader(export_dir, requests, signature, timeout=timeout)["results"]
+    deterministic = (_deterministic(export_dir) if signature == "serving_default" else
+                     _deterministic_requests(requests))
+    problems = compare_results(report["results"], served, deterministic)
     if problems:
         raise ServingLoaderError(f"{export_dir}: TF Serving's C++ loader answers otherwise "
                                  f"than tf.saved_model.load: {problems[0]}"

@@ -17,6 +17,20 @@ continuation without the prompt, up to and without the end token (bytes that do 
 form whole UTF-8 characters at the cut are replaced with U+FFFD). An empty prompt
 starts from the end token, as GPT-2's unconditional samples; a prompt longer than the
 model's positions allow keeps its last `max_positions - max_new_tokens` tokens.
+
+Signature `generate`: the decoding settings per request, every input `[batch]`, one
+value per row (TF Serving's `instances` format carries them per request; every input
+must be in every request, each has a neutral value): `prompt` tf.string,
+`max_new_tokens` int32 (1 .. the export's --max_new_tokens, its cap), `temperature`
+float32 (0 = greedy), `top_k` int32 (0 = off), `top_p` float32 (1.0 = off), `seed` int64
+(-1 = fresh randomness), `repetition_penalty` float32 (1.0 = off),
+`no_repeat_ngram_size` int32 (0 = off, at most `MAX_NGRAM`), `min_new_tokens` int32 (0 =
+off). Outputs: `text` tf.string (as `serving_default`'s), `num_tokens` int32 (tokens
+generated, without the end or stop token), `logprob` float32 (their summed
+log-probability after the processors). Rows of one batch may differ in every setting;
+a row's draws depend only on its seed and the step (`kbert.models.generation`), so the
+server's batching cannot change a text. An out-of-range value answers InvalidArgument
+naming the input. The export's stop strings and ids apply to both signatures.
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ from kbert.export.base import SAMPLE_TEXTS, ServingModule, save_export
 from kbert.models import generation
 
 SETTINGS_FILE = "kbert_generate.json"
+MAX_NGRAM = 4  # the largest no_repeat_ngram_size the per-request signature takes
 
 
 def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
@@ -109,10 +124,77 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         return {"text": _cut_at_stop(text, stop_strings)}
 
     module.serve = serve
+    module.generate = _per_request_signature(lm, tokenizer, max_new_tokens, stop_ids,
+                                             stop_strings)
     warmup = [{"prompt": [t]} for t in SAMPLE_TEXTS] + [{"prompt": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
                        extra_files={SETTINGS_FILE: json.dumps(settings, indent=2,
-                                                              sort_keys=True)})
+                                                              sort_keys=True)},
+                       extra_signatures={"generate": module.generate})
+
+
+def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings):
+    """The `generate` signature (see the module docstring): one compiled loop with a
+    `RowSampler` and every processor on, each row's settings as tensors."""
+    end = lm.end_token_id
+    processing = generation.Processing(repetition_penalty=True, no_repeat_ngram_size=MAX_NGRAM,
+                                       min_new_tokens=True, ngram_per_row=True)
+    run = generation.generate_function(lm, generation.RowSampler(), end_token_id=end,
+                                       jit_compile=False, processing=processing,
+                                       stop_ids=stop_ids, stop_strings=stop_strings,
+                                       tokenizer=tokenizer)
+    keep = lm.max_positions - cap
+    spec = [tf.TensorSpec([None], dtype, name=name) for name, dtype in (
+        ("prompt", tf.string), ("max_new_tokens", tf.int32), ("temperature", tf.float32),
+        ("top_k", tf.int32), ("top_p", tf.float32), ("seed", tf.int64),
+        ("repetition_penalty", tf.float32), ("no_repeat_ngram_size", tf.int32),
+        ("min_new_tokens", tf.int32))]
+
+    @tf.function(input_signature=spec)
+    def per_request(prompt, max_new_tokens, temperature, top_k, top_p, seed,
+                    repetition_penalty, no_repeat_ngram_size, min_new_tokens):
+        rows = tf.shape(prompt)[0]
+        named = {"max_new_tokens": max_new_tokens, "temperature": temperature,
+                 "top_k": top_k, "top_p": top_p, "seed": seed,
+                 "repetition_penalty": repetition_penalty,
+                 "no_repeat_ngram_size": no_repeat_ngram_size,
+                 "min_new_tokens": min_new_tokens}
+        checks = [tf.debugging.assert_equal(tf.shape(value)[0], rows, message=(
+            f"{name}: one value per prompt")) for name, value in named.items()]
+        bounds = [("max_new_tokens", max_new_tokens >= 1, "at least 1"),
+                  ("max_new_tokens", max_new_tokens <= cap,
+                   f"at most {cap} (the export's --max_new_tokens)"),
+                  ("temperature", temperature >= 0, "0 (greedy) or more"),
+                  ("top_k", top_k >= 0, "0 (off) or more"),
+                  ("top_p", (top_p > 0) & (top_p <= 1), "in (0, 1] (1: off)"),
+                  ("seed", seed >= -1, "-1 (fresh randomness) or more"),
+                  ("repetition_penalty", repetition_penalty > 0, "more than 0 (1: off)"),
+                  ("no_repeat_ngram_size",
+                   (no_repeat_ngram_size >= 0) & (no_repeat_ngram_size <= MAX_NGRAM),
+                   f"between 0 (off) and {MAX_NGRAM}"),
+                  ("min_new_tokens", min_new_tokens >= 0, "0 (off) or more")]
+        with tf.control_dependencies(checks):
+            checks = [tf.debugging.Assert(tf.reduce_all(ok), [tf.constant(
+                f"{name}: each value must be {rule}")], name=f"check_{name}")
+                for name, ok, rule in bounds]
+        with tf.control_dependencies(checks):
+            _, dense, mask, _ = generation.prepare_prompts(tokenizer, prompt, keep, end)
+        fresh = tf.random.uniform([rows, 2], maxval=2 ** 31 - 1, dtype=tf.int32)
+        pair = tf.cast(tf.stack([seed % (2 ** 31), (seed // (2 ** 31)) % (2 ** 31)], 1),
+                       tf.int32)
+        seeds = tf.where((seed < 0)[:, None], fresh, pair)
+        out = run(dense, mask, max_new_tokens, seeds, tf.zeros([rows], tf.int32),
+                  repetition_penalty, min_new_tokens, no_repeat_ngram_size, temperature,
+                  top_k, top_p)
+        lengths = out["lengths"]
+        text = tokenizer.detokenize(generation.until_end(out["token_ids"], None, lengths))
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
+        width = tf.shape(out["logprobs"])[1]
+        counted = tf.sequence_mask(lengths, width, tf.float32)
+        return {"text": _cut_at_stop(text, stop_strings), "num_tokens": lengths,
+                "logprob": tf.reduce_sum(out["logprobs"] * counted, axis=1)}
+
+    return per_request
 
 
 def _cut_at_stop(text, strings):

@@ -118,4 +118,5 @@ def export_ner(model, tokenizer, export_dir: str, labels, *, seq_length: int = 1
 
     module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
-    return save_export(module, serve, export_dir, warmup, serving_version)
+    return save_export(module, serve, export_dir, warmup, serving_version,
+                       raw_outputs=lambda x: {"logits": model(x, training=False)["logits"]})

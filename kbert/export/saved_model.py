@@ -13,7 +13,8 @@ import keras
 import tensorflow as tf
 
 from kbert.export import ops as ops_lib
-from kbert.export.base import (SAMPLE_QUESTIONS, SAMPLE_TEXTS, ServingModule, check_seq_length,
+from kbert.export.base import (CLASSIFY_METHOD, REGRESS_METHOD, SAMPLE_QUESTIONS,
+                               SAMPLE_TEXTS, ServingModule, check_seq_length,
                                float_output, save_export)
 from kbert.export.squad_graph import squad_answers, squad_windows
 
@@ -29,10 +30,16 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
         labels: label names, in logit order (classification).
         pair: the signature takes `text` and `text_b`.
 
-    Signature: `text` (+ `text_b`) tf.string [batch] -> `probabilities` float32
-    [batch, n], `label` tf.string [batch], `label_id` int64 [batch]; regression:
-    `score` float32 [batch]. Texts longer than `seq_length` tokens are cut
-    (longest-first for pairs), as in training.
+    Signature `serving_default`: `text` (+ `text_b`) tf.string [batch] ->
+    `probabilities` float32 [batch, n], `label` tf.string [batch], `label_id` int64
+    [batch]; regression: `score` float32 [batch]. Texts longer than `seq_length` tokens
+    are cut (longest-first for pairs), as in training.
+
+    Signature `classify` (method `tensorflow/serving/classify`, TF Serving's Classify
+    API): `inputs` serialized `tf.Example`s [batch] with a bytes feature `text` (+
+    `text_b`) -> `classes` tf.string [batch, n] (the label names) and `scores` float32
+    [batch, n] (the probabilities). Regression: `regress` (method
+    `tensorflow/serving/regress`): `inputs` -> `outputs` float32 [batch].
     """
     if not regression and not labels:
         raise ValueError("export_classifier: give the label names (labels=[...])")
@@ -67,7 +74,33 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
         signature = tf.function(lambda text: serve(text), input_signature=[spec])
         warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
     module.serve = signature
-    return save_export(module, signature, export_dir, warmup, serving_version)
+    module.from_examples = _example_signature(serve, pair, regression, module)
+    name, method = ("regress", REGRESS_METHOD) if regression else ("classify",
+                                                                   CLASSIFY_METHOD)
+    output = "score" if regression else "logits"
+    return save_export(module, signature, export_dir, warmup, serving_version,
+                       extra_signatures={name: module.from_examples},
+                       method_names={name: method},
+                       raw_outputs=lambda x: {output: float_output(model, x, output)})
+
+
+def _example_signature(serve, pair: bool, regression: bool, module):
+    """The Classify / Regress signature: serialized tf.Examples -> serve's answer."""
+    features = {"text": tf.io.FixedLenFeature([], tf.string)}
+    if pair:
+        features["text_b"] = tf.io.FixedLenFeature([], tf.string)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    def from_examples(inputs):
+        parsed = tf.io.parse_example(inputs, features)
+        out = serve(parsed["text"], parsed.get("text_b"))
+        if regression:
+            return {"outputs": out["score"]}
+        rows = tf.shape(inputs)[0]
+        return {"classes": tf.tile(module.labels[None, :], [rows, 1]),
+                "scores": out["probabilities"]}
+
+    return from_examples
 
 
 def export_embeddings(encoder, tokenizer, export_dir: str, *, seq_length: int = 128,
@@ -87,7 +120,13 @@ def export_embeddings(encoder, tokenizer, export_dir: str, *, seq_length: int = 
 
     module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
-    return save_export(module, serve, export_dir, warmup, serving_version)
+
+    def raw(inputs):
+        out = encoder.features(inputs, training=False)
+        return {"pooled_output": out["pooled_output"],
+                "sequence_output": out["sequence_output"]}
+
+    return save_export(module, serve, export_dir, warmup, serving_version, raw_outputs=raw)
 
 
 def export_squad(model: keras.Model, tokenizer, export_dir: str, *, max_seq_length: int = 384,
@@ -126,4 +165,9 @@ def export_squad(model: keras.Model, tokenizer, export_dir: str, *, max_seq_leng
     warmup = [{"question": [q], "context": [c]} for q, c in SAMPLE_QUESTIONS]
     warmup.append({"question": [q for q, _ in SAMPLE_QUESTIONS],
                    "context": [c for _, c in SAMPLE_QUESTIONS]})
-    return save_export(module, serve, export_dir, warmup, serving_version)
+
+    def raw(inputs):
+        out = model(inputs, training=False)
+        return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
+
+    return save_export(module, serve, export_dir, warmup, serving_version, raw_outputs=raw)

@@ -61,8 +61,12 @@ real token, and the padding is masked out of attention (as Hugging Face's `gener
 does for decoder-only models). One `tf.function` per decoding setting, with dynamic
 batch, prompt and continuation lengths in its signature, serves every later call. With
 XLA (the default, see `_use_xla`), XLA compiles once per batch size and per shape
-bucket: the prompt is left-padded to a multiple of `PROMPT_BUCKET` tokens and the cache
-holds a multiple of `NEW_TOKENS_BUCKET` new tokens.
+bucket: the prompt is left-padded to a multiple of `PROMPT_BUCKET` tokens, the cache
+holds a multiple of `NEW_TOKENS_BUCKET` new tokens, and the batch is padded with copies
+of its last row to a power of two up to `BATCH_BUCKET_CAP` rows (then a multiple of it;
+`batch_bucket`), so that other batch sizes reuse the compiled loops too. The cost: up to
+twice the rows' work below the cap (5 prompts decode as 8 rows; 1, 2, 4, 8 ... as
+themselves), and at most 63 extra rows above it.
 """
 
 from __future__ import annotations
@@ -205,6 +209,42 @@ class TopPSampler(Sampler):
         return ("top_p", self.p, self.temperature)
 
 
+class RowSampler(Sampler):
+    """Each row with its own settings, given at run time (the per-request signature of
+    the generate export; `generate` with lists): `temperature` [R] (0: greedy),
+    `top_k` [R] (0: off), `top_p` [R] (1.0: off), applied in transformers' order
+    (temperature, top-k, then top-p on what top-k kept). One compiled loop serves
+    every mix of settings; a batch of greedy rows skips the sort."""
+    per_row = True
+
+    def __call__(self, scores, u, rows=None):
+        temperature, top_k, top_p = rows["temperature"], rows["top_k"], rows["top_p"]
+        greedy = temperature <= 0
+        best = tf.argmax(scores, axis=-1, output_type=tf.int32)
+        best_lp = _log_prob(scores, tf.reduce_max(scores, axis=-1))
+
+        def sampled():
+            scaled = scores / tf.where(greedy, 1.0, temperature)[:, None]
+            order = tf.argsort(scaled, axis=-1, direction="DESCENDING", stable=True)
+            ranked = tf.gather(scaled, order, batch_dims=1)
+            vocab = tf.shape(scores)[1]
+            k = tf.where(top_k > 0, tf.minimum(top_k, vocab), vocab)
+            ranks = tf.range(vocab)[None, :]
+            ranked = tf.where(ranks < k[:, None], ranked, tf.constant(-np.inf, ranked.dtype))
+            before = tf.cumsum(tf.nn.softmax(ranked, axis=-1), axis=-1, exclusive=True)
+            keep = tf.logical_or(before < top_p[:, None], ranks == 0)
+            ranked = tf.where(keep, ranked, tf.constant(-np.inf, ranked.dtype))
+            pick = _categorical(ranked, u)
+            return (tf.where(greedy, best, tf.gather(order, pick, batch_dims=1)),
+                    tf.where(greedy, best_lp,
+                             _log_prob(ranked, tf.gather(ranked, pick, batch_dims=1))))
+
+        return tf.cond(tf.reduce_all(greedy), lambda: (best, best_lp), sampled)
+
+    def key(self) -> tuple:
+        return ("per_row",)
+
+
 @dataclasses.dataclass(frozen=True)
 class BeamSearch:
     """Beam search as `transformers`' `generate(num_beams=...)` (see the module
@@ -255,38 +295,46 @@ class Processing:
     """Which logits processors a compiled loop applies (their values are per-row
     tensors at run time: one compiled loop serves every penalty and minimum)."""
     repetition_penalty: bool = False
-    no_repeat_ngram_size: int = 0
+    no_repeat_ngram_size: int = 0  # the size, or with ngram_per_row the largest size
     min_new_tokens: bool = False
+    ngram_per_row: bool = False
 
     @classmethod
     def of(cls, repetition_penalty=1.0, no_repeat_ngram_size=0, min_new_tokens=0):
         penalties = np.atleast_1d(np.asarray(repetition_penalty, np.float64))
         if not np.all(penalties > 0):
             raise ValueError(f"repetition_penalty={repetition_penalty}: must be more than 0")
-        n = int(no_repeat_ngram_size or 0)
-        if n < 0:
+        sizes = np.atleast_1d(np.asarray(no_repeat_ngram_size or 0))
+        if np.any(sizes < 0):
             raise ValueError(f"no_repeat_ngram_size={no_repeat_ngram_size}: must be >= 0")
         minimum = np.atleast_1d(np.asarray(min_new_tokens or 0))
         if np.any(minimum < 0):
             raise ValueError(f"min_new_tokens={min_new_tokens}: must be >= 0")
-        return cls(bool(np.any(penalties != 1.0)), n, bool(np.any(minimum > 0)))
+        per_row = len(set(sizes.tolist())) > 1
+        return cls(bool(np.any(penalties != 1.0)), int(sizes.max()),
+                   bool(np.any(minimum > 0)), per_row)
 
     @property
     def needs_sequence(self) -> bool:
         return self.no_repeat_ngram_size > 0
 
-    def apply(self, scores, t, state, penalty, min_new, ends):
+    def apply(self, scores, t, state, penalty, min_new, ends, ngram=None):
         """scores [R, V] at step t -> the processed scores. `state` holds `seq` [R, W]
         (the tokens so far, prompt included, `length` = prompt width + t of them) and
-        `present` [R, V] (tokens seen); `penalty` [R] float32, `min_new` [R] int32;
-        `ends` the end and stop token ids."""
+        `present` [R, V] (tokens seen); `penalty` [R] float32, `min_new` [R] int32,
+        `ngram` [R] int32 (the sizes, with `ngram_per_row`); `ends` the end and stop
+        token ids."""
         if self.repetition_penalty:
             p = penalty[:, None]
             penalized = tf.where(scores < 0, scores * p, scores / p)
             scores = tf.where(state["present"] > 0, penalized, scores)
-        if self.no_repeat_ngram_size:
+        if self.no_repeat_ngram_size and not self.ngram_per_row:
             scores = _ban_repeated_ngrams(scores, state["seq"], state["width"] + t,
                                           self.no_repeat_ngram_size)
+        elif self.no_repeat_ngram_size:  # each row its size: one pass per size
+            for n in range(1, self.no_repeat_ngram_size + 1):
+                banned = _ban_repeated_ngrams(scores, state["seq"], state["width"] + t, n)
+                scores = tf.where(tf.equal(ngram, n)[:, None], banned, scores)
         if self.min_new_tokens and ends:
             vocab = tf.shape(scores)[1]
             is_end = tf.reduce_any(tf.equal(tf.range(vocab)[None, :],
@@ -305,7 +353,8 @@ def _ban_repeated_ngrams(scores, seq, length, n: int):
     width = tf.shape(seq)[1]
     windows = tf.maximum(width - n + 1, 0)
     starts = tf.range(windows)
-    match = starts[None, :] <= length - n  # windows that end before `length`
+    match = tf.broadcast_to(starts[None, :] <= length - n,  # windows that end before
+                            tf.shape(seq[:, :windows]))        # `length`
     for j in range(n - 1):
         at = tf.maximum(length - n + 1 + j, 0)
         match = tf.logical_and(match, tf.equal(seq[:, j:j + windows],
@@ -494,9 +543,12 @@ def _sample_step(lm, setting, state, t, const):
     """One step of greedy or sampled decoding: (state, t) -> state (`_sample_loop`'s
     body, and `stream`'s step)."""
     scores = setting.processing.apply(state["logits"], t, state, const["penalty"],
-                                      const["min_new"], setting.ends)
+                                      const["min_new"], setting.ends, const["ngram"])
     u = uniform(const["seeds"], const["index"], t)
-    token, logprob = setting.sampler(scores, u)
+    if getattr(setting.sampler, "per_row", False):
+        token, logprob = setting.sampler(scores, u, const)
+    else:
+        token, logprob = setting.sampler(scores, u)
     active = tf.logical_not(state["done"])
     hit = tf.logical_and(active, _isin(token, setting.ends))
     token = tf.where(active, token, setting.fill)
@@ -507,7 +559,7 @@ def _sample_step(lm, setting, state, t, const):
     if setting.stop is not None:
         state["tail"], found = setting.stop.update(state["tail"], token)
         done = tf.logical_or(done, tf.logical_and(active, found))
-    state["done"] = done
+    state["done"] = tf.logical_or(done, t + 1 >= const["max_new"])  # each row's budget
     state["out"] = ops.slice_update(state["out"], (0, t), token[:, None])
     state["logprobs"] = ops.slice_update(state["logprobs"], (0, t),
                                          tf.where(active, logprob, 0.0)[:, None])
@@ -594,7 +646,7 @@ def _beam_loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity, c
         view = {"seq": flat(s["running"]), "width": width, "present": s.get("present")}
         log_probs = tf.nn.log_softmax(s["logits"], axis=-1)
         log_probs = setting.processing.apply(log_probs, t, view, penalty, min_new,
-                                             setting.ends)  # (B*K, V)
+                                             setting.ends, const["ngram"])  # (B*K, V)
         grouped = unflat(log_probs) + s["running_scores"][:, :, None]
         top_scores, top_index = tf.math.top_k(tf.reshape(grouped, [batch, k * vocab]), keep)
         parent, token = top_index // vocab, top_index % vocab  # (B, 2K)
@@ -690,35 +742,53 @@ def _build(lm, setting: Setting):
         tf.TensorSpec([None], tf.int32, name="index"),
         tf.TensorSpec([None], tf.float32, name="repetition_penalty"),
         tf.TensorSpec([None], tf.int32, name="min_new_tokens"),
-        tf.TensorSpec([], tf.int32, name="capacity")], autograph=False,
+        tf.TensorSpec([], tf.int32, name="capacity"),
+        {"max_new": tf.TensorSpec([None], tf.int32, name="row_max_new_tokens"),
+         "ngram": tf.TensorSpec([None], tf.int32, name="no_repeat_ngram_size"),
+         "temperature": tf.TensorSpec([None], tf.float32, name="temperature"),
+         "top_k": tf.TensorSpec([None], tf.int32, name="top_k"),
+         "top_p": tf.TensorSpec([None], tf.float32, name="top_p")}], autograph=False,
         jit_compile=setting.jit_compile)
     def run(token_ids, padding_mask, max_new_tokens, seeds, index, penalty, min_new,
-            capacity):
+            capacity, rows):
         # `capacity` (>= max_new_tokens) sizes the cache and the output; only it, not
-        # max_new_tokens, is a compile-time constant for XLA.
-        const = {"seeds": seeds, "index": index, "penalty": penalty, "min_new": min_new}
+        # max_new_tokens, is a compile-time constant for XLA. `rows`: per-row settings
+        # (each row's max_new_tokens, n-gram size and sampler settings).
+        const = {"seeds": seeds, "index": index, "penalty": penalty, "min_new": min_new,
+                 **rows}
         if beam:
             k = setting.sampler.num_beams
-            const.update(penalty=tf.repeat(penalty, k), min_new=tf.repeat(min_new, k))
+            const = {name: tf.repeat(value, k, axis=0) for name, value in const.items()}
         with separate_bias_add() if split_bias else contextlib.nullcontext():
             loop = _beam_loop if beam else _sample_loop
             return loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity,
                         const)
 
     def decode(token_ids, padding_mask, max_new_tokens, seeds=None, index=None,
-               repetition_penalty=1.0, min_new_tokens=0):
+               repetition_penalty=1.0, min_new_tokens=0, no_repeat_ngram_size=0,
+               temperature=1.0, top_k=0, top_p=1.0):
         """Left-padded prompts -> {token_ids [R, N], logprobs [R, N], lengths [R],
-        scores [R]} (R = B, or B x num_beams with beam search, best first)."""
-        max_new_tokens = tf.convert_to_tensor(max_new_tokens, tf.int32)
+        scores [R]} (R = B, or B x num_beams with beam search, best first).
+        `max_new_tokens`: a scalar or one per row (the loop runs to the largest); the
+        other settings a scalar or one per row (the sampler's only with `RowSampler`,
+        the n-gram sizes only with `Processing.ngram_per_row`)."""
         rows = tf.shape(token_ids)[0]
+
+        def per_row(value, dtype):
+            return tf.broadcast_to(tf.cast(value, dtype), [rows])
+
+        row_max_new = per_row(max_new_tokens, tf.int32)
+        max_new_tokens = tf.reduce_max(row_max_new)
         seeds = tf.zeros([rows, 2], tf.int32) if seeds is None else seeds
         index = tf.zeros([rows], tf.int32) if index is None else index
-        penalty = tf.broadcast_to(tf.cast(repetition_penalty, tf.float32), [rows])
-        min_new = tf.broadcast_to(tf.cast(min_new_tokens, tf.int32), [rows])
+        settings = {"max_new": row_max_new, "ngram": per_row(no_repeat_ngram_size, tf.int32),
+                    "temperature": per_row(temperature, tf.float32),
+                    "top_k": per_row(top_k, tf.int32), "top_p": per_row(top_p, tf.float32)}
         token_ids, padding_mask, capacity = bucket(token_ids, padding_mask, max_new_tokens,
                                                    setting.jit_compile)
         out = run(token_ids, padding_mask, max_new_tokens, tf.cast(seeds, tf.int32),
-                  tf.cast(index, tf.int32), penalty, min_new, capacity)
+                  tf.cast(index, tf.int32), per_row(repetition_penalty, tf.float32),
+                  per_row(min_new_tokens, tf.int32), capacity, settings)
         out = dict(out)
         out["token_ids"] = out["token_ids"][..., :max_new_tokens]
         out["logprobs"] = out["logprobs"][..., :max_new_tokens]
@@ -800,6 +870,26 @@ def _per_row(value, rows: int, name: str, dtype):
     return array
 
 
+BATCH_BUCKET_CAP = 64
+
+
+def batch_bucket(rows: int) -> int:
+    """The batch size XLA compiles for `rows` rows: the next power of two up to
+    BATCH_BUCKET_CAP, then the next multiple of it; so changing batch sizes reuse the
+    compiled loops (at most 2x the rows' work, below the cap)."""
+    if rows <= 1:
+        return max(rows, 1)
+    if rows <= BATCH_BUCKET_CAP:
+        return 1 << (rows - 1).bit_length()
+    return _round_up(rows, BATCH_BUCKET_CAP)
+
+
+def _pad_rows(rows: int, *arrays):
+    """Each array with its last row repeated up to `rows` rows (results then cut)."""
+    return [np.concatenate([a, np.repeat(a[-1:], rows - len(a), axis=0)])
+            if rows > len(a) else a for a in arrays]
+
+
 def _expand(n: int, *arrays):
     """Each row repeated n times (prompt 0's n first), and the sequence index k."""
     out = [np.repeat(a, n, axis=0) for a in arrays]
@@ -825,13 +915,28 @@ def generate_sequences(lm, token_ids, padding_mask, max_new_tokens, sampler="gre
         end_token_id = lm.end_token_id
     ids, mask = left_pad(token_ids, padding_mask)
     rows = int(ids.shape[0])
-    if int(max_new_tokens) < 1:
+    row_max_new = _per_row(max_new_tokens, rows, "max_new_tokens", np.int32)
+    if rows and row_max_new.min() < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens}: must be at least 1")
     limit = lm.max_positions
-    longest = int(tf.reduce_max(tf.reduce_sum(mask, axis=1))) if rows else 0
-    if longest + int(max_new_tokens) > limit:
-        raise ValueError(f"a prompt of {longest} tokens + max_new_tokens={max_new_tokens} "
-                         f"exceeds the model's {limit} positions")
+    lengths = tf.reduce_sum(mask, axis=1).numpy()
+    if rows and (lengths + row_max_new).max() > limit:
+        r = int(np.argmax(lengths + row_max_new))
+        raise ValueError(f"a prompt of {lengths[r]} tokens + max_new_tokens="
+                         f"{row_max_new[r]} exceeds the model's {limit} positions")
+    per_row_sampler = any(np.ndim(v) > 0 for v in (temperature, top_k, top_p))
+    if per_row_sampler:  # each row its own: temperature 0 greedy, top_k 0 / top_p 1 off
+        sampler = RowSampler()
+        sampling = {"temperature": _per_row(temperature, rows, "temperature", np.float32),
+                    "top_k": _per_row(0 if top_k is None else top_k, rows, "top_k", np.int32),
+                    "top_p": _per_row(1.0 if top_p is None else top_p, rows, "top_p",
+                                      np.float32)}
+        if (sampling["temperature"] < 0).any() or (sampling["top_k"] < 0).any() or not (
+                (sampling["top_p"] > 0) & (sampling["top_p"] <= 1)).all():
+            raise ValueError("per-row settings: temperature >= 0 (0: greedy), top_k >= 0 "
+                             "(0: off), 0 < top_p <= 1 (1: off)")
+    else:
+        sampling = {}
     n = int(num_return_sequences)
     if n < 1:
         raise ValueError(f"num_return_sequences={num_return_sequences}: must be >= 1")
@@ -847,6 +952,7 @@ def generate_sequences(lm, token_ids, padding_mask, max_new_tokens, sampler="gre
     processing = Processing.of(repetition_penalty, no_repeat_ngram_size, min_new_tokens)
     penalty = _per_row(repetition_penalty, rows, "repetition_penalty", np.float32)
     min_new = _per_row(min_new_tokens, rows, "min_new_tokens", np.int32)
+    ngram = _per_row(no_repeat_ngram_size or 0, rows, "no_repeat_ngram_size", np.int32)
     run = generate_function(
         lm, sampler, temperature, top_k, top_p, end_token_id, jit_compile,
         num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping,
@@ -857,9 +963,14 @@ def generate_sequences(lm, token_ids, padding_mask, max_new_tokens, sampler="gre
         if n > run.setting.sampler.num_beams:
             raise ValueError(f"num_return_sequences={n} is more than num_beams="
                              f"{run.setting.sampler.num_beams}")
-        out = run(ids, mask, int(max_new_tokens), repetition_penalty=penalty,
-                  min_new_tokens=min_new)
-        out = {name: value.numpy() for name, value in out.items()}
+        if len(set(row_max_new.tolist())) > 1:
+            raise ValueError("beam search takes one max_new_tokens for every prompt")
+        padded = batch_bucket(rows) if run.setting.jit_compile else rows
+        ids, mask, penalty, min_new, ngram = _pad_rows(
+            padded, ids.numpy(), mask.numpy(), penalty, min_new, ngram)
+        out = run(ids, mask, int(row_max_new.max()), repetition_penalty=penalty,
+                  min_new_tokens=min_new, no_repeat_ngram_size=ngram)
+        out = {name: value.numpy()[:rows] for name, value in out.items()}
         keep = lambda x: x.reshape(rows, -1, *x.shape[1:])[:, :n].reshape(  # noqa: E731
             rows * n, *x.shape[1:])
         width = run.setting.sampler.num_beams
@@ -870,10 +981,22 @@ def generate_sequences(lm, token_ids, padding_mask, max_new_tokens, sampler="gre
         raise ValueError("num_return_sequences > 1 needs a sampler that draws (top_k, "
                          "top_p) or beam search: greedy gives the same text n times")
     seeds = row_seeds(seed, rows)
-    (ids, mask, seeds, penalty, min_new), index = _expand(
-        n, ids.numpy(), mask.numpy(), seeds, penalty, min_new)
-    out = run(ids, mask, int(max_new_tokens), seeds, index, penalty, min_new)
-    return {name: value.numpy() for name, value in out.items()}
+    names = list(sampling)
+    (ids, mask, seeds, penalty, min_new, ngram, row_max_new, *values), index = _expand(
+        n, ids.numpy(), mask.numpy(), seeds, penalty, min_new, ngram, row_max_new,
+        *sampling.values())
+    total = len(ids)
+    padded = batch_bucket(total) if run.setting.jit_compile else total
+    ids, mask, seeds, index, penalty, min_new, ngram, row_max_new, *values = _pad_rows(
+        padded, ids, mask, seeds, index, penalty, min_new, ngram, row_max_new, *values)
+    out = run(ids, mask, row_max_new, seeds, index, penalty, min_new, ngram,
+              **dict(zip(names, values)))
+    out = {name: value.numpy()[:total] for name, value in out.items()}
+    row_max_new = row_max_new[:total]
+    width = out["token_ids"].shape[1]
+    out["logprobs"] = np.where(np.arange(width)[None] < row_max_new[:, None],
+                               out["logprobs"], 0.0)
+    return out
 
 
 def generate_ids(lm, token_ids, padding_mask, max_new_tokens, sampler="greedy",
@@ -929,7 +1052,7 @@ def _tokenizer_of(lm, tokenizer):
 
 def _encode_prompts(lm, tokenizer, texts, max_new_tokens):
     end = lm.end_token_id
-    keep = lm.max_positions - int(max_new_tokens)
+    keep = lm.max_positions - int(np.max(max_new_tokens))
     if keep < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens} leaves no room for a prompt in "
                          f"the model's {lm.max_positions} positions")
@@ -1026,7 +1149,9 @@ def stream_text(lm, prompt: str, max_new_tokens=32, sampler="greedy", temperatur
     start_fn, step_fn = _stream_functions(lm, setting)
     const = {"seeds": tf.constant(row_seeds(seed, 1)), "index": tf.zeros([1], tf.int32),
              "penalty": tf.constant([float(repetition_penalty)], tf.float32),
-             "min_new": tf.constant([int(min_new_tokens)], tf.int32)}
+             "min_new": tf.constant([int(min_new_tokens)], tf.int32),
+             "max_new": tf.constant([int(max_new_tokens)], tf.int32),
+             "ngram": tf.constant([int(no_repeat_ngram_size or 0)], tf.int32)}
     state, const = start_fn(dense, mask, capacity, const)
     strings = [s for s in stop if isinstance(s, str)]
     sent = ""
