@@ -29,7 +29,8 @@ Each step, in the order of `transformers`' `generate` (4.5x-5.x):
        the k most likely, Fan et al., 2018); top_p (nucleus sampling, Holtzman et al.,
        2020: the fewest most likely tokens whose probabilities sum to at least p; the
        token that crosses p is kept, and so is always the most likely one); temperature
-       divides the logits before top_k / top_p sampling (not greedy); or beam search
+       divides the logits before top_k / top_p sampling (0 is greedy, kbert's own
+       convention); or beam search
        (`BeamSearch`, transformers' algorithm: log-probabilities, processors, 2 x
        num_beams candidates a step, hypotheses finished at the end token or the last
        step, scores divided by length ** length_penalty, `early_stopping` True, False
@@ -94,8 +95,8 @@ _NEG = -1.0e9  # transformers' "very large negative" score in beam search
 def check_settings(sampler: str, temperature: float, top_k, top_p) -> None:
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler={sampler!r}: choose from {SAMPLERS}")
-    if not temperature > 0:
-        raise ValueError(f"temperature={temperature}: must be more than 0")
+    if not temperature >= 0:
+        raise ValueError(f"temperature={temperature}: must be 0 (greedy) or more")
     if sampler == "top_k" and (top_k is None or int(top_k) < 1):
         raise ValueError(f"sampler='top_k' needs top_k >= 1 (got {top_k})")
     if sampler == "top_p" and (top_p is None or not 0 < float(top_p) <= 1):
@@ -273,7 +274,7 @@ def get_sampler(sampler, temperature: float = 1.0, top_k=None, top_p=None,
     if isinstance(sampler, (Sampler, BeamSearch)):
         return sampler
     check_settings(sampler, temperature, top_k, top_p)
-    if sampler == "greedy":
+    if sampler == "greedy" or (sampler != "beam" and temperature == 0):  # 0: greedy
         return GreedySampler()
     if sampler == "beam":
         return BeamSearch(int(num_beams), float(length_penalty), early_stopping)
