@@ -46,3 +46,9 @@ class Dense(keras.layers.Dense):
         x = internals.optimization_barrier(ops.matmul(inputs, self.kernel))
         x = ops.add(x, self.bias)
         return x if self.activation is None else self.activation(x)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Keras' own quantization of `Dense` (int8, int4, float8, ...): kbert's `Dense`
+        is Keras' with another `call`, so Keras' refusal of subclasses does not apply
+        (`model.quantize(mode)` and loading a quantized `.keras` both call this)."""
+        return super().quantize(mode, type_check=False, config=config)

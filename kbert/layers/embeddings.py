@@ -37,13 +37,32 @@ class TokenEmbedding(keras.layers.Embedding):
 
     def logits(self, x):
         """float Tensor [..., H] -> float32 logits [..., V]."""
-        table = ops.cast(self.embeddings, "float32")
+        int8 = self.quantization_mode == "int8"
+        table = ops.cast(self._embeddings if int8 else self.embeddings, "float32")
         x = ops.cast(x, "float32")
         # One [N, H] x [V, H]^T product (transpose_b): the table is read as it is
         # stored. `x @ transpose(table)` made XLA copy the whole transposed table
         # (154 MB for GPT-2) at every call, e.g. every decoding step.
         rows = tf.matmul(tf.reshape(x, (-1, ops.shape(x)[-1])), table, transpose_b=True)
+        if int8:  # row v of the table is int8 values / embeddings_scale[v]
+            rows = rows / ops.cast(self.embeddings_scale, "float32")[None, :]
         return tf.reshape(rows, tf.concat([tf.shape(x)[:-1], tf.shape(table)[:1]], 0))
+
+    def _int8_call(self, inputs, reverse=False, training=None):
+        # Keras routes a quantized layer's call here instead of `call`.
+        if reverse:
+            return self.logits(inputs)
+        return super()._int8_call(inputs, training=training)
+
+    def quantize(self, mode=None, type_check=True, config=None):
+        """Keras' int8 quantization of `Embedding` (one scale per row), which the tied
+        output layer (`logits`) reads too; other modes are refused, since `logits`
+        would read their packed tables wrongly."""
+        if mode != "int8":
+            raise NotImplementedError(
+                f"{self.name}: quantize({mode!r}) is not supported for a token table that "
+                "is also the output layer; use 'int8'")
+        return super().quantize(mode, type_check=False, config=config)
 
 
 @keras.saving.register_keras_serializable(package="kbert")

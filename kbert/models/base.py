@@ -26,5 +26,85 @@ class Pretrained:
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
         """Writes a kbert folder atomically: `config.json`, `model.safetensors` and,
-        given a tokenizer, its files."""
+        given a tokenizer, its files. A quantized model is refused (the folder formats
+        hold float weights): save it with `model.save("name.keras")`."""
+        mode = getattr(self, "quantization_mode_of_layers", lambda: None)()
+        if mode is not None:
+            raise ValueError(f"{type(self).__name__}.save_pretrained: the model is quantized "
+                             f"({mode}) and the folder formats hold float weights; save it "
+                             "with model.save('name.keras'), or quantize after loading")
         importlib.import_module(self.checkpoints).save(self, path, tokenizer=tokenizer)
+
+
+class Quantizable:
+    """`quantize(mode)` for kbert's models: Keras' own (`keras.Model.quantize`, which
+    quantizes every layer that implements it), then a check that every kbert `Dense`
+    kernel and token table was quantized, so that a layer Keras skipped (it only warns)
+    fails loudly. A model with layers Keras cannot quantize sets `quantize_refusal`."""
+    quantize_refusal: ClassVar[str | None] = None
+
+    def __init_subclass__(cls, **kwargs):
+        # A quantized model's config says so, and from_config quantizes the new model
+        # before Keras loads the int8 weights into it (`.keras` files): each model
+        # class rebuilds its layers from its own config, which would otherwise lose
+        # the layers' quantized dtype policies.
+        super().__init_subclass__(**kwargs)
+        if "get_config" in cls.__dict__:
+            get_config = cls.__dict__["get_config"]
+
+            def with_mode(self):
+                config = get_config(self)
+                mode = self.quantization_mode_of_layers()
+                if mode is not None:
+                    config["quantization_mode"] = mode
+                return config
+
+            cls.get_config = with_mode
+        if "from_config" in cls.__dict__:
+            from_config = cls.__dict__["from_config"].__func__
+
+            def quantized_from_config(klass, config):
+                config = dict(config)
+                mode = config.pop("quantization_mode", None)
+                model = from_config(klass, config)
+                if mode is not None:
+                    model.quantize(mode)
+                return model
+
+            cls.from_config = classmethod(quantized_from_config)
+
+    def quantization_mode_of_layers(self) -> str | None:
+        """The quantization mode of the model's kbert Dense layers and token tables
+        (None: not quantized)."""
+        from kbert.layers.dense import Dense
+        from kbert.layers.embeddings import TokenEmbedding
+
+        modes = {layer.quantization_mode for layer in self._flatten_layers()
+                 if isinstance(layer, (Dense, TokenEmbedding))} - {None}
+        return modes.pop() if len(modes) == 1 else (None if not modes else "mixed")
+
+    def quantize(self, mode=None, config=None, filters=None, **kwargs):
+        import warnings
+
+        import keras
+
+        from kbert.layers.dense import Dense
+        from kbert.layers.embeddings import TokenEmbedding
+
+        if self.quantize_refusal:
+            raise NotImplementedError(f"{type(self).__name__}: quantize({mode!r}): "
+                                      f"{self.quantize_refusal}")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            keras.Model.quantize(self, mode, config=config, filters=filters, **kwargs)
+        if filters is None:
+            left = [layer.path for layer in self._flatten_layers()
+                    if isinstance(layer, (Dense, TokenEmbedding))
+                    and layer.quantization_mode != mode]
+            if left:
+                names = {path.rsplit("/", 1)[-1] for path in left}
+                reasons = "; ".join(str(w.message) for w in caught
+                                    if any(str(w.message).startswith(f"{n}:") for n in names))
+                raise ValueError(f"{type(self).__name__}: quantize({mode!r}) left {len(left)} "
+                                 f"layer(s) unquantized (e.g. {left[0]})"
+                                 + (f": {reasons}" if reasons else ""))

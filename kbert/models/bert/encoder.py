@@ -9,13 +9,13 @@ from kbert.layers.embeddings import BertEmbeddings
 from kbert.layers.initializers import truncated_normal
 from kbert.layers.masks import padding_bias
 from kbert.layers.transformer import TransformerBlock
-from kbert.models.base import Pretrained
+from kbert.models.base import Pretrained, Quantizable
 from kbert.models.bert.config import BertConfig
 from kbert.models.interface import TransformerSizes, dtype_from_config
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertEncoder(keras.Model, TransformerSizes, Pretrained):
+class BertEncoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
     """BERT encoder (Devlin et al., 2019): embeddings, L post-LN blocks, tanh pooler.
 
     Inputs are a dict of int Tensors of shape [batch_size, seq_length]: `token_ids`,

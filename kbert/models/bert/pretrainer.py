@@ -29,6 +29,7 @@ from kbert.layers.initializers import truncated_normal
 from kbert.models.bert import checkpoints
 from kbert.models.bert.encoder import BertEncoder
 from kbert.models.metrics import TotalOverCount, masked_lm_loss, total_loss
+from kbert.models.base import Quantizable
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ TARGETS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertPretrainer(keras.Model):
+class BertPretrainer(Quantizable, keras.Model):
     """A `BertEncoder` with BERT's masked-LM and next-sentence heads (see the module
     docstring).
 

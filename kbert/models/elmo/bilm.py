@@ -22,7 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert.models.base import Pretrained
+from kbert.models.base import Pretrained, Quantizable
 from kbert.models.elmo.config import ELMoConfig
 from kbert.models.interface import EncoderModel
 from kbert.tokenizers.elmo import BOS_CHAR, BOS_WORD, EOS_CHAR, EOS_WORD, mark_word
@@ -155,7 +155,7 @@ class LSTMLayer(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ELMo(keras.Model, EncoderModel, Pretrained):
+class ELMo(Quantizable, keras.Model, EncoderModel, Pretrained):
     """ELMo's biLM (see the module docstring).
 
     Inputs: the dict of `ELMoCharTokenizer`, `char_ids` int [B, W, C] and
@@ -177,6 +177,8 @@ class ELMo(keras.Model, EncoderModel, Pretrained):
             character CNN's vectors of the vocabulary's words, row 0 zeros; the
             sentence marks are the given ids.
     """
+    quantize_refusal = ("its biLSTM layers have no Keras quantization (Keras' LSTM "
+                        "implements none), so most of its weights would stay float32")
 
     def __init__(self, config: ELMoConfig | dict, stateful: bool = False,
                  max_batch_size: int = 128, keep_boundaries: bool = False,

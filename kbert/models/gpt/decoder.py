@@ -12,13 +12,13 @@ from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
-from kbert.models.base import Pretrained
+from kbert.models.base import Pretrained, Quantizable
 from kbert.models.gpt.config import GPTConfig
 from kbert.models.interface import TransformerSizes, dtype_from_config
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class GPTDecoder(keras.Model, TransformerSizes, Pretrained):
+class GPTDecoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
     """The GPT Transformer decoder: token + learned position embeddings, L blocks of
     masked (causal) self-attention, and, for GPT-2, a final LayerNorm.
 
@@ -202,7 +202,7 @@ def last_token_state(sequence_output, padding_mask):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class GPTLanguageModel(keras.Model):
+class GPTLanguageModel(Quantizable, keras.Model):
     """A GPTDecoder with its output layer tied to the token embeddings: `logits`
     float32 [batch_size, seq_length, vocab_size], the next token's scores at every
     position.

@@ -17,7 +17,7 @@ from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import initializer_from, truncated_normal
 from kbert.layers.masks import padding_bias
 from kbert.layers.transformer import TransformerBlock
-from kbert.models.base import Pretrained
+from kbert.models.base import Pretrained, Quantizable
 from kbert.models.interface import TransformerSizes, dtype_from_config
 from kbert.models.metrics import TotalOverCount, masked_lm_loss, total_loss
 from kbert.models.roberta.config import RobertaConfig
@@ -79,7 +79,7 @@ class RobertaEmbeddings(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class RobertaEncoder(keras.Model, TransformerSizes, Pretrained):
+class RobertaEncoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
     """RoBERTa encoder. Inputs: dict of int [B, T] `token_ids`, `padding_mask`.
     Outputs: `sequence_output` [B, T, H], `pooled_output` [B, H] (`RobertaModel`'s
     pooler on `<s>` where the config has one, else the `<s>` state) and `hidden_states`
@@ -154,7 +154,7 @@ class RobertaEncoder(keras.Model, TransformerSizes, Pretrained):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class RobertaMaskedLM(keras.Model):
+class RobertaMaskedLM(Quantizable, keras.Model):
     """A `RobertaEncoder` with `RobertaLMHead` (dense, GELU, LayerNorm, the tied token
     table, a bias). Inputs: the encoder's; output `logits` float32 [B, T, vocab]. With
     `masked_lm_positions` int [B, P] in the inputs (the fill_mask export's and
