@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 import pytest
+import tensorflow as tf
 import torch
 import transformers
 
@@ -312,3 +313,32 @@ def test_xla_batch_sizes_are_bucketed(gpt2, monkeypatch):
     seen.clear()
     lm.generate(prompts[:3], max_new_tokens=4, jit_compile=False)
     assert seen == [3]  # the plain graph takes any batch
+
+
+@pytest.mark.parity
+def test_repetition_penalty_leaves_padding_out_as_transformers_5_does(gpt2):
+    """transformers 5 passes a left-padded batch's padding lengths to the repetition
+    penalty (`prompt_ignore_length`), so the padding id (GPT-2's end token) is not
+    penalized; transformers 4.x penalized it (the processor without that argument, run
+    here). On this batch the two disagree on the end token's score of the padded rows;
+    kbert's processor gives 5.x's scores."""
+    from transformers.generation.logits_process import RepetitionPenaltyLogitsProcessor
+
+    ref, hf, lm = gpt2
+    rows = [hf.encode(p) for p in PROMPTS]
+    ids, mask = _left_padded(rows, 50256)
+    with torch.no_grad():
+        logits = ref(torch.tensor(ids), attention_mask=torch.tensor(mask)).logits[:, -1]
+    padding = torch.tensor((mask == 0).sum(axis=1))
+    v5 = RepetitionPenaltyLogitsProcessor(1.3, prompt_ignore_length=padding)(
+        torch.tensor(ids), logits.clone()).numpy()
+    v4 = RepetitionPenaltyLogitsProcessor(1.3)(torch.tensor(ids), logits.clone()).numpy()
+    padded = mask.min(axis=1) == 0
+    assert (v4[padded, 50256] != v5[padded, 50256]).all()
+    state = {"present": generation._mark_present(
+        tf.zeros([len(rows), 50257], tf.int32), tf.constant(np.where(mask > 0, ids, -1),
+                                                            tf.int32))}
+    ours = generation.Processing(repetition_penalty=True).apply(
+        tf.constant(logits.numpy()), 0, state, tf.fill([len(rows)], 1.3),
+        tf.zeros([len(rows)], tf.int32), ())
+    np.testing.assert_allclose(ours.numpy(), v5, rtol=1e-6, atol=1e-6)
