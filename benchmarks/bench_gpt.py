@@ -53,7 +53,9 @@ def _median_rates(fns: dict, work: float, rounds: int) -> dict:
     return {name: work / t for name, t in median_seconds(fns, rounds).items()}
 
 
-def bench_generate(config: kbert.GPTConfig, batch: int, prompt: int, new: int, rounds: int):
+def _generation_peers(config: kbert.GPTConfig):
+    """transformers' GPT-2 with random weights, kbert's model loaded from its folder, and
+    keras-hub's GPT2CausalLM of the same config (its own random weights)."""
     import keras_hub
     import torch
     import transformers
@@ -71,6 +73,13 @@ def bench_generate(config: kbert.GPTConfig, batch: int, prompt: int, new: int, r
             num_heads=config.num_heads, hidden_dim=config.hidden_size,
             intermediate_dim=config.intermediate_size,
             max_sequence_length=config.max_position_embeddings), preprocessor=None)
+    return hf, lm, hub
+
+
+def bench_generate(config: kbert.GPTConfig, batch: int, prompt: int, new: int, rounds: int):
+    import torch
+
+    hf, lm, hub = _generation_peers(config)
     hub.compile(sampler="greedy")
     rng = np.random.RandomState(0)
     ids = rng.randint(0, config.vocab_size - 1, (batch, prompt)).astype("int32")
@@ -94,29 +103,6 @@ def bench_generate(config: kbert.GPTConfig, batch: int, prompt: int, new: int, r
 
     return _median_rates({"kbert": run_kbert, "keras-hub": run_hub, "hf-torch": run_hf},
                          batch * new, rounds)
-
-
-def _generation_peers(config: kbert.GPTConfig):
-    """transformers' GPT-2 with random weights, kbert's model loaded from its folder, and
-    keras-hub's GPT2CausalLM of the same config (its own random weights)."""
-    import keras_hub
-    import torch
-    import transformers
-
-    torch.manual_seed(0)
-    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(
-        vocab_size=config.vocab_size, n_positions=config.max_position_embeddings,
-        n_embd=config.hidden_size, n_layer=config.num_layers, n_head=config.num_heads)).eval()
-    folder = tempfile.mkdtemp(prefix="bench-gpt-")
-    hf.save_pretrained(folder)
-    lm = kbert.GPTLanguageModel.from_pretrained(folder, load_tokenizer=False)
-    hub = keras_hub.models.GPT2CausalLM(
-        backbone=keras_hub.models.GPT2Backbone(
-            vocabulary_size=config.vocab_size, num_layers=config.num_layers,
-            num_heads=config.num_heads, hidden_dim=config.hidden_size,
-            intermediate_dim=config.intermediate_size,
-            max_sequence_length=config.max_position_embeddings), preprocessor=None)
-    return hf, lm, hub
 
 
 def bench_beam(config: kbert.GPTConfig, batch: int, prompt: int, new: int, beams: int,

