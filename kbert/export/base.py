@@ -106,7 +106,8 @@ def check_seq_length(model, seq_length: int) -> None:
 def save_export(module: ServingModule, signature, export_dir: str, warmup: list[dict],
                 serving_version: str, extra_files: dict[str, str] | None = None,
                 extra_signatures: dict | None = None,
-                method_names: dict[str, str] | None = None, raw_outputs=None) -> str:
+                method_names: dict[str, str] | None = None, raw_outputs=None,
+                raw_input_names=None) -> str:
     """tf.saved_model.save + warmup requests (+ `extra_files`, name -> text, in
     `assets.extra/`) + op check + the warmup requests replayed through TF Serving's C++
     loader, atomically: a failed check or replay leaves no export behind.
@@ -114,10 +115,12 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
     `method_names`: signature name -> the SignatureDef's method name where it is not
     Predict's (TF Serving's Classify and Regress APIs need theirs); `raw_outputs`:
     model inputs -> the model's raw outputs; given, the export gets a `token_ids`
-    signature (`token_ids_signature`)."""
+    signature (`token_ids_signature`) whose inputs are `raw_input_names` (default: the
+    tokenizer's keys for one text)."""
     export_dir = os.fspath(export_dir)
     if raw_outputs is not None:
-        module.token_ids = token_ids_signature(module.tokenizer, raw_outputs)
+        module.token_ids = token_ids_signature(module.tokenizer, raw_outputs,
+                                               raw_input_names)
         extra_signatures = {**(extra_signatures or {}), "token_ids": module.token_ids}
     with atomic_directory(export_dir) as tmp:
         try:
@@ -172,12 +175,12 @@ def set_method_names(export_dir: str, method_names: dict[str, str]) -> None:
         f.write(sm.SerializeToString())
 
 
-def token_ids_signature(tokenizer, raw_outputs):
+def token_ids_signature(tokenizer, raw_outputs, names=None):
     """The `token_ids` signature, for clients that tokenize themselves: the model's own
     inputs (the tokenizer's keys, int32 [batch, seq]: `token_ids`, `padding_mask`,
     `segment_ids` where the family has them) -> `raw_outputs(inputs)` in float32 (logits;
     no text post-processing)."""
-    names = sorted(tokenizer(["a"]).keys())
+    names = sorted(names if names is not None else tokenizer(["a"]).keys())
 
     @tf.function(input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name)
                                    for name in names}])

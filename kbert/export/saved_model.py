@@ -81,7 +81,9 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
     return save_export(module, signature, export_dir, warmup, serving_version,
                        extra_signatures={name: module.from_examples},
                        method_names={name: method},
-                       raw_outputs=lambda x: {output: float_output(model, x, output)})
+                       raw_outputs=lambda x: {output: float_output(model, x, output)},
+                       raw_input_names=list(tokenizer(["a"], ["b"] if pair else None,
+                                                      seq_length=seq_length)))
 
 
 def _example_signature(serve, pair: bool, regression: bool, module):
