@@ -93,6 +93,7 @@ def test_roberta_quantizes_and_elmo_refuses(tmp_path):
         elmo.quantize("int8")
 
 
+@pytest.mark.slow  # two MiniLM exports with their loader checks: 4 minutes in the suite
 def test_int8_embeddings_export_is_a_third_of_float(tmp_path, minilm_dir):
     from kbert.export.check import run_fresh, variables_size
 
