@@ -76,18 +76,25 @@ def _generation_peers(config: kbert.GPTConfig):
     return hf, lm, hub
 
 
+def _prompts(config: kbert.GPTConfig, batch: int, prompt: int, new: int):
+    """Random prompt ids [batch, prompt], their mask, keras-hub's fixed-length input
+    (it generates into the padding) and the ids as a torch tensor."""
+    import torch
+
+    ids = np.random.RandomState(0).randint(0, config.vocab_size - 1,
+                                           (batch, prompt)).astype("int32")
+    mask = np.ones_like(ids)
+    hub_ids = np.concatenate([ids, np.zeros((batch, new), "int32")], axis=1)
+    hub_mask = np.concatenate([mask, np.zeros((batch, new), "int32")], axis=1)
+    return ids, mask, hub_ids, hub_mask, torch.tensor(ids, dtype=torch.long)
+
+
 def bench_generate(config: kbert.GPTConfig, batch: int, prompt: int, new: int, rounds: int):
     import torch
 
     hf, lm, hub = _generation_peers(config)
     hub.compile(sampler="greedy")
-    rng = np.random.RandomState(0)
-    ids = rng.randint(0, config.vocab_size - 1, (batch, prompt)).astype("int32")
-    mask = np.ones_like(ids)
-    # keras-hub generates into the padding of a fixed-length input.
-    hub_ids = np.concatenate([ids, np.zeros((batch, new), "int32")], axis=1)
-    hub_mask = np.concatenate([mask, np.zeros((batch, new), "int32")], axis=1)
-    torch_ids = torch.tensor(ids, dtype=torch.long)
+    ids, mask, hub_ids, hub_mask, torch_ids = _prompts(config, batch, prompt, new)
 
     def run_kbert():
         lm.generate_ids(ids, mask, new, end_token_id=None).numpy()
@@ -114,12 +121,7 @@ def bench_beam(config: kbert.GPTConfig, batch: int, prompt: int, new: int, beams
 
     hf, lm, hub = _generation_peers(config)
     hub.compile(sampler=keras_hub.samplers.BeamSampler(num_beams=beams))
-    rng = np.random.RandomState(0)
-    ids = rng.randint(0, config.vocab_size - 1, (batch, prompt)).astype("int32")
-    mask = np.ones_like(ids)
-    hub_ids = np.concatenate([ids, np.zeros((batch, new), "int32")], axis=1)
-    hub_mask = np.concatenate([mask, np.zeros((batch, new), "int32")], axis=1)
-    torch_ids = torch.tensor(ids, dtype=torch.long)
+    ids, mask, hub_ids, hub_mask, torch_ids = _prompts(config, batch, prompt, new)
 
     def run_kbert():
         lm.generate_ids(ids, mask, new, sampler="beam", num_beams=beams,
