@@ -301,6 +301,18 @@ def bench_tokenizers(texts: list[str], rounds: int, batch: int = 256):
                          megabytes, rounds)
 
 
+def _peer_table(batches: str, rates) -> None:
+    """Prints the kbert / keras-hub / HF torch table, a row per batch size
+    (`rates(batch)` -> {library: new tokens/s})."""
+    print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
+          "|---|---|---|---|---|---|")
+    for batch in map(int, batches.split(",")):
+        r = rates(batch)
+        print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | {r['hf-torch']:.1f} "
+              f"| {r['kbert'] / r['keras-hub']:.2f} | {r['kbert'] / r['hf-torch']:.2f} |",
+              flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="gpt2", help="GPTConfig preset for generation")
@@ -328,25 +340,15 @@ def main(argv=None):
         config = kbert.GPTConfig.preset(args.config)
         print(f"\n## Greedy generation, GPT-2 {args.config} size, prompt {args.prompt}, "
               f"{args.new} new tokens (new tokens/s, median of {args.rounds})\n")
-        print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
-              "|---|---|---|---|---|---|")
-        for batch in map(int, args.batches.split(",")):
-            r = bench_generate(config, batch, args.prompt, args.new, args.rounds)
-            print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | {r['hf-torch']:.1f} "
-                  f"| {r['kbert'] / r['keras-hub']:.2f} | {r['kbert'] / r['hf-torch']:.2f} |",
-                  flush=True)
+        _peer_table(args.batches, lambda batch: bench_generate(
+            config, batch, args.prompt, args.new, args.rounds))
     if args.only in (None, "beam"):
         config = kbert.GPTConfig.preset(args.config)
         print(f"\n## Beam search ({args.beams} beams), GPT-2 {args.config} size, prompt "
               f"{args.prompt}, {args.new} new tokens (new tokens/s of the best beam, median "
               f"of {args.rounds})\n")
-        print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
-              "|---|---|---|---|---|---|")
-        for batch in map(int, args.batches.split(",")):
-            r = bench_beam(config, batch, args.prompt, args.new, args.beams, args.rounds)
-            print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | {r['hf-torch']:.1f} "
-                  f"| {r['kbert'] / r['keras-hub']:.2f} | {r['kbert'] / r['hf-torch']:.2f} |",
-                  flush=True)
+        _peer_table(args.batches, lambda batch: bench_beam(
+            config, batch, args.prompt, args.new, args.beams, args.rounds))
     if args.only in (None, "processors"):
         config = kbert.GPTConfig.preset(args.config)
         print(f"\n## kbert greedy generation with logits processors, GPT-2 {args.config} "
