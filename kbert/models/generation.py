@@ -574,13 +574,19 @@ def _sample_step(lm, setting, state, t, const):
     return state
 
 
-def _sample_loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity, const):
+def _sample_start(lm, setting, token_ids, padding_mask, capacity, const):
+    """The state and constants greedy and sampled decoding start from (the loop's and
+    `stream`'s)."""
     state, key_mask, lengths = _start(lm, setting, token_ids, padding_mask, capacity)
     rows = tf.shape(token_ids)[0]
-    const = dict(const, key_mask=key_mask, lengths=lengths)
     state.update(done=tf.zeros([rows], tf.bool), length=tf.zeros([rows], tf.int32),
                  out=tf.fill([rows, capacity], setting.fill),
                  logprobs=tf.zeros([rows, capacity], tf.float32))
+    return state, dict(const, key_mask=key_mask, lengths=lengths)
+
+
+def _sample_loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity, const):
+    state, const = _sample_start(lm, setting, token_ids, padding_mask, capacity, const)
 
     def cond(t, state):
         return tf.logical_and(t < max_new_tokens, tf.logical_not(tf.reduce_all(state["done"])))
@@ -1205,12 +1211,7 @@ def _stream_functions(lm, setting: Setting):
     if key not in functions:
         @tf.function(autograph=False, jit_compile=setting.jit_compile, reduce_retracing=True)
         def start(token_ids, padding_mask, capacity, const):
-            state, key_mask, lengths = _start(lm, setting, token_ids, padding_mask, capacity)
-            rows = tf.shape(token_ids)[0]
-            state.update(done=tf.zeros([rows], tf.bool), length=tf.zeros([rows], tf.int32),
-                         out=tf.fill([rows, capacity], setting.fill),
-                         logprobs=tf.zeros([rows, capacity], tf.float32))
-            return state, dict(const, key_mask=key_mask, lengths=lengths)
+            return _sample_start(lm, setting, token_ids, padding_mask, capacity, const)
 
         split_bias = setting.jit_compile and not tf.config.list_logical_devices("GPU")
 
