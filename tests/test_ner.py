@@ -106,6 +106,66 @@ def test_evaluate_equals_seqeval_default_and_strict():
                     assert scores["support"] == report[kind]["support"]
 
 
+def run_conlleval(path, folder) -> dict:
+    """The conlleval Perl script itself on a `word gold predicted` file: overall and
+    per-type scores as it prints them (two decimals)."""
+    import re
+    import subprocess
+
+    from references import conlleval_script
+
+    with open(path, "rb") as f:
+        proc = subprocess.run(["perl", conlleval_script(str(folder))], stdin=f,
+                              capture_output=True, check=True)
+    lines = proc.stdout.decode().splitlines()
+    number = r"\s*(-?[\d.]+)%?"
+    overall = re.match(rf"accuracy:{number}; precision:{number}; recall:{number}; "
+                       rf"FB1:{number}", lines[1])
+    result = dict(zip(("accuracy", "precision", "recall", "f1"),
+                      map(float, overall.groups())), per_type={})
+    for line in lines[2:]:
+        kind = re.match(rf"\s*(\S+): precision:{number}; recall:{number}; FB1:{number}\s+"
+                        r"(\d+)", line)
+        result["per_type"][kind[1]] = {"precision": float(kind[2]), "recall": float(kind[3]),
+                                       "f1": float(kind[4]), "found": int(kind[5])}
+    return result
+
+
+def assert_equals_conlleval(ours, theirs):
+    for key in ("accuracy", "precision", "recall", "f1"):
+        assert round(ours[key], 2) == pytest.approx(theirs[key], abs=1e-9), key
+    kinds = {k for k, v in ours["per_type"].items() if v["support"] or v.get("found")}
+    for kind, scores in theirs["per_type"].items():
+        for key in ("precision", "recall", "f1"):
+            assert round(ours["per_type"][kind][key], 2) == pytest.approx(scores[key],
+                                                                          abs=1e-9)
+    assert set(theirs["per_type"]) >= kinds
+
+
+@pytest.mark.parity
+def test_evaluate_equals_the_conlleval_script(tmp_path):
+    """300 random sentences (malformed sequences and IOB1 included) in kbert's
+    predictions format, scored by the CoNLL Perl script: every figure it prints, overall
+    and per type, equals kbert's rounded to its two decimals."""
+    from kbert.tasks.ner.data import Sentence
+    from kbert.tasks.ner.run import write_predictions
+
+    rng = random.Random(3)
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "I-MISC", "B-MISC", "I-ORG", "B-ORG"]
+    gold, pred = [], []
+    for _ in range(300):
+        g = [rng.choice(tags) for _ in range(rng.randint(1, 15))]
+        gold.append(g)
+        pred.append([rng.choice(tags) if rng.random() < 0.3 else t for t in g])
+    sentences = [Sentence([f"w{i}" for i in range(len(g))], g) for g in gold]
+    write_predictions(tmp_path / "pred.txt", sentences, pred)
+    theirs = run_conlleval(tmp_path / "pred.txt", tmp_path)
+    ours = ner.evaluate(gold, pred)
+    assert 20 < theirs["f1"] < 90  # a test with something to get wrong
+    assert_equals_conlleval(ours, theirs)
+    assert set(theirs["per_type"]) == {"PER", "LOC", "MISC", "ORG"}
+
+
 def test_alignment_round_trip_gives_f1_100(tmp_path):
     sentences = make_sentences(60, seed=2)
     # A long sentence (several windows) and words that split into many pieces.
@@ -165,6 +225,10 @@ def test_finetune_mode_learns_synthetic_ner(finetuned):
     first = lines[0].split(" ")
     assert len(first) == 3 and first[1] in ("O",) + tuple(
         f"{p}-{k}" for p in "BI" for k in ("PER", "LOC", "ORG"))
+    # The scores the run reports are the conlleval script's on the file it wrote.
+    for split in ("dev", "test"):
+        assert_equals_conlleval(results[split], run_conlleval(
+            finetuned / f"{split}_predictions.txt", finetuned))
 
 
 @pytest.mark.e2e
