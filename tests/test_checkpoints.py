@@ -123,7 +123,24 @@ def test_hf_pytorch_bin_with_task_head_prefix(tmp_path):
         '"intermediate_size": 37, "vocab_size": 99, "type_vocab_size": 3, '
         '"max_position_embeddings": 40, "hidden_dropout_prob": 0.0, '
         '"attention_probs_dropout_prob": 0.0}')
-    _outputs_equal(source, BertEncoder.from_pretrained(tmp_path / "old"), random_inputs())
+    encoder = BertEncoder.from_pretrained(tmp_path / "old")
+    _outputs_equal(source, encoder, random_inputs())
+    # transformers reads the same file (its prefix and old LayerNorm names) to the same
+    # outputs: the reference, not kbert, says what the file holds.
+    import transformers
+
+    ref, info = transformers.BertModel.from_pretrained(tmp_path / "old",
+                                                       output_loading_info=True)
+    assert not info["missing_keys"] and info["unexpected_keys"] == {"cls.predictions.bias"}
+    inputs = random_inputs()
+    out = encoder(inputs)
+    with torch.no_grad():
+        r = ref.eval()(input_ids=torch.tensor(inputs["token_ids"]).long(),
+                       token_type_ids=torch.tensor(inputs["segment_ids"]).long(),
+                       attention_mask=torch.tensor(inputs["padding_mask"]).long())
+    m = inputs["padding_mask"].astype(bool)
+    assert np.abs(out["sequence_output"].numpy()[m] - r.last_hidden_state.numpy()[m]).max() < 1e-5
+    assert np.abs(out["pooled_output"].numpy() - r.pooler_output.numpy()).max() < 1e-5
 
 
 @pytest.mark.parity

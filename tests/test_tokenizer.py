@@ -223,6 +223,37 @@ def test_hugging_face_departures_from_google(minilm_tokenizers, google_uncased, 
     assert ours.tokenize(["\u0378", "\ue000"]).to_list() == [[unk]] * 2
 
 
+# Letters of Unicode 14 (Python 3.11's unicodedata) that TensorFlow's ICU, older,
+# does not lower-case: U+2C2F, four Latin capitals and Vithkuqi's 35 capitals.
+ICU_UPPER = ({0x2C2F, 0xA7C0, 0xA7D0, 0xA7D6, 0xA7D8}
+             | set(range(0x10570, 0x10596)) - {0x1057B, 0x1058B, 0x10593})
+
+
+@pytest.mark.parity
+def test_the_letters_python_lower_cases_and_tensorflow_does_not(tmp_path):
+    """The one place kbert's uncased ids can differ from Google's tokenization.py on
+    Python 3.11: 40 capitals that `str.lower()` maps and TensorFlow's `lower` (ICU)
+    keeps. With a vocabulary holding their lower-case forms, Google gives those ids and
+    kbert [UNK]; with MiniLM's (which has neither) both give [UNK]."""
+    from tests.references import google_ids, google_tokenization
+
+    capitals = [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF
+                and unicodedata.category(chr(cp)) in ("Lu", "Lt")]
+    ours = tf.strings.lower([c.encode() for c in capitals], encoding="utf-8").numpy()
+    differ = {ord(c) for c, low in zip(capitals, ours) if low.decode() != c.lower()}
+    assert differ == ICU_UPPER and len(differ) == 40
+    letters = sorted(ICU_UPPER)[:3]
+    words = [chr(cp).lower() for cp in letters]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words]) + "\n",
+                     encoding="utf-8")
+    google = google_tokenization().FullTokenizer(str(vocab), do_lower_case=True)
+    ours = BertTokenizer.from_pretrained(str(tmp_path))
+    text = " ".join(chr(cp) for cp in letters)
+    assert google_ids(google, text) == [5, 6, 7]
+    assert ours.tokenize([text]).to_list() == [[1, 1, 1]]
+
+
 def test_checked_in_unicode_classes_are_current():
     """The classes in unicode_classes.py are those this Python's unicodedata gives."""
     import unicodedata as ud
