@@ -268,6 +268,100 @@ def test_op_check_names_py_function_and_newer_text_ops(tmp_path):
     assert len(op_lines(everything)) > 1 and "MISSING EagerPyFunc" in op_lines(everything)
 
 
+def _newer_op_export(path, op):
+    """A SavedModel using `op` ("RaggedFillEmptyRows" or "SegmentMaxV2", both new in
+    TensorFlow 2.13), with its warmup request."""
+    from kbert.export.warmup import write_warmup_requests
+
+    class Newer(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def serve(self, text):
+            n = tf.strings.length(text)
+            if op == "SegmentMaxV2":
+                top = tf.raw_ops.SegmentMaxV2(data=n, segment_ids=tf.zeros_like(n),
+                                              num_segments=1)
+                return {"longest": tf.broadcast_to(top, tf.shape(n))}
+            rows = tf.range(tf.size(n, tf.int64))
+            filled = tf.raw_ops.RaggedFillEmptyRows(
+                value_rowids=rows, values=n, nrows=tf.size(n, tf.int64) + 1,
+                default_value=tf.constant(0))
+            return {"length": filled.output_values[:-1]}
+
+    m = Newer()
+    tf.saved_model.save(m, str(path), signatures={"serving_default": m.serve})
+    write_warmup_requests(str(path), "newer", [{"text": ["ab", "abc"]}])
+    return str(path)
+
+
+@pytest.mark.subprocess
+def test_check_refuses_an_op_the_target_release_does_not_register(tmp_path):
+    """The op tables are the releases' own registries: an op new in TensorFlow 2.13
+    passes for 2.21 and is refused for 2.12 (exit 1, one line naming it). (SegmentMaxV2,
+    the other example, has no CPU kernel in TF 2.21 at all: only XLA's.)"""
+    from kbert.export.ops import core_ops, read_table
+
+    export = _newer_op_export(tmp_path / "newer" / "1", "RaggedFillEmptyRows")
+    for op in ("RaggedFillEmptyRows", "SegmentMaxV2"):
+        assert op not in core_ops("2.12") and op in core_ops("2.13")
+    assert missing_ops(export, "2.21") == {}
+    assert set(missing_ops(export, "2.12")) == {"RaggedFillEmptyRows"}
+    segment = _newer_op_export(tmp_path / "segment" / "1", "SegmentMaxV2")
+    assert set(missing_ops(segment, "2.12")) == {"SegmentMaxV2"}
+    with pytest.raises(UnsupportedOpError, match=r"2\.12 .*: SegmentMaxV2 \(in "):
+        check_ops(segment, "2.12")
+    command = [sys.executable, "-m", "kbert.export", "check", export, "--serving_version"]
+    proc = subprocess.run(command + ["2.21"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    proc = subprocess.run(command + ["2.12"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1
+    errors = [line for line in proc.stdout.splitlines() if "ERROR" in line]
+    assert errors == ["  ERROR: not in the stock tensorflow_model_server 2.12: "
+                      f"RaggedFillEmptyRows (used by {export})"]
+    # The tables are what the releases register, not the running TensorFlow's list.
+    assert len(read_table("tensorflow-2.12")) > 1000
+    assert "DisableCopyOnRead" in read_table("tensorflow-2.12")
+    assert "TFText>RoundRobinTrim" not in read_table("tensorflow-text-2.12.1")
+    assert "TFText>RoundRobinTrim" in read_table("tensorflow-text-2.21.1")
+
+
+def test_the_exporter_refuses_an_op_its_target_lacks(tmp_path, sample_and_tokenizer,
+                                                      monkeypatch, capsys):
+    """Through export_classifier and `python -m kbert.export`: an op the target server's
+    table lacks (taken out of the table here) stops the export, names the op, and leaves
+    no version folder."""
+    from kbert.export import __main__ as export_main
+    from kbert.export import ops as ops_lib
+    from kbert.export.folder import save_task_folder
+
+    _, tokenizer = sample_and_tokenizer
+    model = _tiny_classifier(tokenizer, ["no", "yes"])
+    real = ops_lib.read_table
+
+    def without_wordpiece(name):
+        table = dict(real(name))
+        table.pop("FastWordpieceTokenizeWithOffsets", None)
+        return table
+
+    monkeypatch.setattr(ops_lib, "read_table", without_wordpiece)
+    target = tmp_path / "cls" / "1"
+    with pytest.raises(UnsupportedOpError, match=r"tensorflow_model_server 2\.21 \(TensorFl"
+                       r"ow 2\.21, tensorflow-text 2\.21\.1\): FastWordpieceTokenizeWithOffsets"):
+        export_classifier(model, tokenizer, str(target), labels=["no", "yes"],
+                          seq_length=24)
+    assert not target.exists() and os.listdir(tmp_path / "cls") == []
+    save_task_folder(str(tmp_path / "run"), model, tokenizer, "classifier",
+                     labels=["no", "yes"], pair=False, seq_length=24)
+    target = tmp_path / "cli" / "1"
+    with pytest.raises(SystemExit) as exit_:
+        export_main.main(["--model_dir", str(tmp_path / "run"), "--task", "classifier",
+                          "--export_dir", str(target)])
+    assert exit_.value.code == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"error: {target}: not in the stock ")
+    assert "FastWordpieceTokenizeWithOffsets (in " in err[0]
+    assert not target.exists()
+
+
 @pytest.mark.subprocess
 def test_bad_requests_fail_clearly_without_killing_the_process(tmp_path,
                                                                sample_and_tokenizer):
@@ -309,17 +403,35 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "OK: 6 warmup requests answered" in proc.stdout
-    # 2.19 is older than the TensorFlow that wrote the export: the check says so.
-    assert f"WARNING: written by TensorFlow {tf.__version__}, newer than TF Serving 2.19" \
-        in proc.stdout
-    from kbert.export.ops import older_server_warning
+    # The ops are checked against 2.19's own registry (read from its wheel), with no
+    # warning: an export of TF 2.21 runs on TF Serving 2.19 when its ops are there.
+    assert ("has 0 of them" not in proc.stdout and "(read from TensorFlow 2.19 and "
+            "tensorflow-text 2.12.1)" in proc.stdout and "WARNING" not in proc.stdout)
+    from kbert.export.ops import saved_model_ops, serving_ops, strip_for_release
 
-    # TensorFlow 2.12.0's wheel registers DisableCopyOnRead (its generated
-    # gen_resource_variable_ops.py wraps it): no false claim that 2.12 lacks it.
-    warning = older_server_warning(str(export_dir), "2.12")
-    assert "DisableCopyOnRead" not in warning and "newer than TF Serving 2.12" in warning
-    assert older_server_warning(str(export_dir), ".".join(tf.__version__.split(".")[:2])) \
-        is None
+    # TF 2.21's exports call DisableCopyOnRead in their restore functions; TensorFlow
+    # 2.12's registry has it (op_tables/tensorflow-2.12.txt). What 2.12 lacks is the
+    # `debug_name` attr TF 2.15 gave VarHandleOp: an export for 2.19 keeps it, so the
+    # check for 2.12 refuses it, naming the attr and the way out.
+    assert "DisableCopyOnRead" in saved_model_ops(str(export_dir))
+    assert "DisableCopyOnRead" in serving_ops("2.12")
+    assert set(missing_ops(str(export_dir), "2.12")) == {"VarHandleOp.debug_name"}
+    check_cmd = [sys.executable, "-m", "kbert.export", "check"]
+    proc = subprocess.run(check_cmd + [str(export_dir), "--serving_version", "2.12"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1 and "VarHandleOp.debug_name" in proc.stdout
+    assert "export again with --serving_version 2.12" in proc.stdout
+    # What the exporter does for --serving_version 2.12 (the same model, the attr left
+    # out): the check for 2.12 passes, warmup replay through the C++ loader included,
+    # with no word of DisableCopyOnRead.
+    for_2_12 = tmp_path / "base" / "mymodel" / "8"
+    shutil.copytree(export_dir, for_2_12)
+    assert strip_for_release(str(for_2_12), "2.12") == ["VarHandleOp.debug_name"]
+    assert missing_ops(str(for_2_12), "2.12") == {}
+    proc = subprocess.run(check_cmd + [str(for_2_12), "--serving_version", "2.12"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "DisableCopyOnRead" not in proc.stdout and "WARNING" not in proc.stdout
     # An existing version folder is refused (TF Serving would not reload it).
     again = [sys.executable, "-m", "kbert.export", "--model_dir", str(tmp_path / "run"),
              "--task", "classifier", "--export_dir", str(export_dir), "--no_check"]

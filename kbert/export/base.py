@@ -139,6 +139,7 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
             os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
             with open(os.path.join(tmp, "assets.extra", name), "w", encoding="utf-8") as f:
                 f.write(text)
+        ops_lib.strip_for_release(tmp, serving_version)
         try:
             ops_lib.check_ops(tmp, serving_version)
         except ops_lib.UnsupportedOpError as e:

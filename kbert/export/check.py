@@ -242,20 +242,21 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
         ok = False
     used = ops_lib.saved_model_ops(export_dir)
     missing = ops_lib.missing_ops(export_dir, serving_version)
-    warning = ops_lib.older_server_warning(export_dir, serving_version)
-    if warning:
-        out(f"  WARNING: {warning}")
-    core = f" (core ops as of TensorFlow {ops_lib.writer_version(export_dir)})" if warning \
-        else ""
+    lacking = {op for op in missing if op in used}
     out(f"  {len(used)} op types; tensorflow_model_server {serving_version} has "
-        f"{len(used) - len(missing)} of them{core}")
-    for op in sorted(used):
+        f"{len(used) - len(lacking)} of them (read from TensorFlow {serving_version} and "
+        f"tensorflow-text {ops_lib.TEXT_PINS[serving_version]})")
+    for op in sorted(set(used) | set(missing)):
         if verbose or op in missing:
             out(f"    {'MISSING ' if op in missing else ''}{op}")
     if missing:
         ok = False
-        out(f"  ERROR: op(s) missing from the stock server {serving_version}: "
-            f"{', '.join(sorted(missing))}")
+        again = (f"; export again with --serving_version {serving_version}, which leaves "
+                 "out the attrs that release lacks" if any(
+                     op.split(".")[0] in ops_lib.INFORMATIONAL_ATTRS for op in missing)
+                 else "")
+        out(f"  ERROR: not in the stock tensorflow_model_server {serving_version}: "
+            f"{', '.join(missing)} (used by {export_dir}){again}")
     try:
         requests = [{k: [v.decode("utf-8") for v in vals] for k, vals in r.items()}
                     for r in read_warmup_requests(export_dir)]

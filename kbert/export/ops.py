@@ -1,110 +1,155 @@
 """Which op types a stock `tensorflow_model_server` can run, and the ops a SavedModel uses.
 
-The stock server links TensorFlow's kernels plus the tensorflow-text `ops_lib` that
-its release pins. TF Serving 2.12 to 2.19 pin tensorflow-text 2.12.1; 2.20 and 2.21
-pin the matching tensorflow-text release. tensorflow-text ops newer than 2.12.1
+The stock server of release X links TensorFlow X's kernels plus the tensorflow-text
+`ops_lib` that its workspace pins: tensorflow-text 2.12.1 for TF Serving 2.12 to 2.19,
+the matching release for 2.20 and 2.21. tensorflow-text ops newer than 2.12.1
 (`TFText>RoundRobinTrim` among them: tensorflow/serving#2267) are missing from those
 servers, so a model that uses one fails to load there with "Op type not registered".
 
-The core set is the op registry of the TensorFlow running the check, less the ops whose
-kernels live in the Python runtime (`tf.py_function`, `tf.numpy_function`): a server
-has no Python. Core ops added to TensorFlow after the target server's release are not
-told apart (SavedModels written by TF 2.21 hold `DisableCopyOnRead`, which older
-servers lack): serve with a release at least as new as the exporting TensorFlow.
+Both sets are read from the releases themselves: `op_tables/` holds, for every
+TensorFlow release 2.12 ... 2.21 and every pinned tensorflow-text release, the op
+registry that release's wheel registers (`TF_GetAllOpList`), each op with its attrs,
+written by `tools/serving_op_tables.py`. A SavedModel passes for release X when each op
+it uses is registered there and each attr a node sets is one that release's op has (a
+newer attr set to a non-default value fails to load on an older server; TensorFlow
+strips default-valued attrs when it saves). Ops whose kernels live in the Python
+runtime (`tf.py_function`, `tf.numpy_function`) never pass: a server has no Python.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import os
 
 from kbert import internals
 
-# Every op the tensorflow-text 2.21 ops library registers.
-_TEXT_OPS_2_21 = frozenset({
-    "CaseFoldUTF8", "ConstrainedSequence", "FastBertNormalize",
-    "FastWordpieceTokenizeWithOffsets", "FindSourceOffsets", "MaxSpanningTree",
-    "NormalizeUTF8", "NormalizeUTF8WithOffsetsMap", "PhraseTokenize", "RegexSplitWithOffsets",
-    "RougeL", "SentenceFragments", "SentenceFragmentsV2", "SentencepieceDetokenizeOp",
-    "SentencepieceIdToStringOp", "SentencepieceOp", "SentencepieceStringToIdOp",
-    "SentencepieceTokenizeOp", "SentencepieceTokenizeWithOffsetsOp",
-    "SentencepieceVocabSizeOp", "SplitMergeTokenizeWithOffsets", "TFText>BoiseTagsToOffsets",
-    "TFText>ByteSplitByOffsets", "TFText>ByteSplitWithOffsets",
-    "TFText>FastSentencepieceDetokenize", "TFText>FastSentencepieceTokenize",
-    "TFText>FastWordpieceDetokenize", "TFText>NgramsStringJoin", "TFText>OffsetsToBoiseTags",
-    "TFText>PhraseDetokenize", "TFText>RoundRobinGenerateMasks", "TFText>RoundRobinTrim",
-    "TFText>Utf8Binarize", "TFText>WhitespaceTokenizeWithOffsetsV2", "TokenizerFromLogits",
-    "UnicodeScriptTokenizeWithOffsets", "WhitespaceTokenizeWithOffsets",
-    "WordpieceTokenizeWithOffsets",
-})
-# Ops of 2.21 that tensorflow-text 2.12.1 lacks or that kbert could not confirm there;
-# the check is conservative: an op in doubt counts as missing.
-_NEWER_THAN_2_12 = frozenset({
-    "TFText>RoundRobinGenerateMasks", "TFText>RoundRobinTrim", "TFText>BoiseTagsToOffsets",
-    "TFText>OffsetsToBoiseTags", "PhraseTokenize", "TFText>PhraseDetokenize",
-    "TFText>Utf8Binarize",
-})
-# Registered in TensorFlow's op registry, but run by the Python interpreter.
-PYTHON_ONLY_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
-
-# Core ops that TensorFlow writes into SavedModels and that TF Serving 2.12, the oldest
-# release checked here, does not register, as read from that release: none known.
-# (DisableCopyOnRead, which TF 2.21 exports' variable-restore functions call, was listed
-# here by guess; TensorFlow 2.12.0's own wheel defines it,
-# tensorflow/python/ops/gen_resource_variable_ops.py: disable_copy_on_read.) Per-release
-# core-op tables read from each wheel are not built yet, so other core ops newer than the
-# target are not caught: see older_server_warning.
-CORE_OPS_NEWER_THAN_2_12 = frozenset()
-
 SERVING_VERSIONS = ("2.12", "2.13", "2.14", "2.15", "2.16", "2.17", "2.18", "2.19", "2.20",
                     "2.21")
 DEFAULT_SERVING_VERSION = SERVING_VERSIONS[-1]
+# TF Serving release -> the tensorflow-text release its workspace.bzl pins (2.21: the
+# table of 2.21.1, as tools/serving_op_tables.py says why).
+TEXT_PINS = {**{v: "2.12.1" for v in SERVING_VERSIONS if v < "2.20"},
+             "2.20": "2.20.0", "2.21": "2.21.1"}
+# Registered in TensorFlow's op registry, but run by the Python interpreter.
+PYTHON_ONLY_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
+_TABLES = os.path.join(os.path.dirname(__file__), "op_tables")
 
 
-def text_ops(serving_version: str) -> frozenset:
-    """The tensorflow-text ops linked by the stock server of `serving_version`."""
+@functools.lru_cache(maxsize=None)
+def read_table(name: str) -> dict[str, frozenset[str]]:
+    """op_tables/<name>.txt: op type -> the names of its attrs."""
+    path = os.path.join(_TABLES, f"{name}.txt")
+    ops = {}
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.strip() and not line.startswith("#"):
+                op, *attrs = line.split()
+                ops[op] = frozenset(attrs)
+    return ops
+
+
+def _known(serving_version: str) -> None:
     if serving_version not in SERVING_VERSIONS:
         raise ValueError(f"--serving_version {serving_version!r}: known versions are "
                          f"{', '.join(SERVING_VERSIONS)}")
-    if tuple(map(int, serving_version.split("."))) < (2, 20):
-        return _TEXT_OPS_2_21 - _NEWER_THAN_2_12
-    return _TEXT_OPS_2_21
+
+
+def core_ops(serving_version: str) -> dict[str, frozenset[str]]:
+    """The op registry of the TensorFlow that TF Serving `serving_version` is built on,
+    less the Python-only ops."""
+    _known(serving_version)
+    table = read_table(f"tensorflow-{serving_version}")
+    return {op: attrs for op, attrs in table.items() if op not in PYTHON_ONLY_OPS}
+
+
+def text_ops(serving_version: str) -> dict[str, frozenset[str]]:
+    """The tensorflow-text ops linked by the stock server of `serving_version`."""
+    _known(serving_version)
+    return read_table(f"tensorflow-text-{TEXT_PINS[serving_version]}")
+
+
+def serving_op_defs(serving_version: str = DEFAULT_SERVING_VERSION) -> dict:
+    """Op type -> attr names, for every op the stock server of `serving_version` runs."""
+    return {**core_ops(serving_version), **text_ops(serving_version)}
 
 
 def serving_ops(serving_version: str = DEFAULT_SERVING_VERSION) -> frozenset:
     """Op types the stock `tensorflow_model_server` of `serving_version` can run."""
-    importlib.import_module("tensorflow_text")  # registers its ops
-
-    registered = internals.registered_op_names()
-    core = {op for op in registered
-            if op not in _TEXT_OPS_2_21 and not op.startswith(("TFText>", "Sentencepiece"))}
-    return frozenset((core - PYTHON_ONLY_OPS) | text_ops(serving_version))
+    return frozenset(serving_op_defs(serving_version))
 
 
-def saved_model_ops(export_dir: str) -> dict[str, set[str]]:
-    """Op type -> names of the functions (or "graph") using it, from saved_model.pb."""
+def _nodes(export_dir: str):
+    """(node, function name or "graph") for every node of saved_model.pb, and the names
+    of the library functions (their calls appear as ops named after them)."""
     path = os.path.join(export_dir, "saved_model.pb")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{export_dir}: no saved_model.pb (not a SavedModel folder)")
     sm = internals.read_saved_model_proto(path)
-    used: dict[str, set[str]] = {}
+    nodes = []
     for meta in sm.meta_graphs:
-        for node in meta.graph_def.node:
-            used.setdefault(node.op, set()).add("graph")
+        nodes += [(node, "graph") for node in meta.graph_def.node]
         for fn in meta.graph_def.library.function:
-            for node in fn.node_def:
-                used.setdefault(node.op, set()).add(fn.signature.name)
-    # Calls of library functions appear as ops named after the function.
+            nodes += [(node, fn.signature.name) for node in fn.node_def]
     functions = {fn.signature.name for meta in sm.meta_graphs
                  for fn in meta.graph_def.library.function}
-    return {op: where for op, where in used.items() if op not in functions}
+    return nodes, functions
+
+
+def saved_model_ops(export_dir: str) -> dict[str, set[str]]:
+    """Op type -> names of the functions (or "graph") using it, from saved_model.pb."""
+    nodes, functions = _nodes(export_dir)
+    used: dict[str, set[str]] = {}
+    for node, where in nodes:
+        if node.op not in functions:
+            used.setdefault(node.op, set()).add(where)
+    return used
 
 
 def missing_ops(export_dir: str, serving_version: str = DEFAULT_SERVING_VERSION) -> dict:
-    """Ops of the SavedModel that the target server lacks: op type -> functions."""
-    available = serving_ops(serving_version)
-    return {op: where for op, where in sorted(saved_model_ops(export_dir).items())
-            if op not in available}
+    """What of the SavedModel the target server lacks: op type (or "Op.attr" for an attr
+    that op has no such attr there) -> the functions using it."""
+    defs = serving_op_defs(serving_version)
+    nodes, functions = _nodes(export_dir)
+    missing: dict[str, set[str]] = {}
+    for node, where in nodes:
+        if node.op in functions:
+            continue
+        if node.op not in defs:
+            missing.setdefault(node.op, set()).add(where)
+            continue
+        for attr in node.attr:  # "_"-prefixed attrs are the runtime's own
+            if not attr.startswith("_") and attr not in defs[node.op]:
+                missing.setdefault(f"{node.op}.{attr}", set()).add(where)
+    return dict(sorted(missing.items()))
+
+
+# Attrs that only label a node for debugging. Newer TensorFlow writes them (TF 2.15
+# added VarHandleOp's `debug_name`, the variable's path); an older server's op has no
+# such attr and refuses the whole graph ("NodeDef mentions attr 'debug_name' not in
+# Op"). An export for an older release leaves them out: the graph computes the same.
+INFORMATIONAL_ATTRS = {"VarHandleOp": frozenset({"debug_name"})}
+
+
+def strip_for_release(export_dir: str, serving_version: str) -> list[str]:
+    """Removes from `export_dir`'s saved_model.pb the INFORMATIONAL_ATTRS that the ops of
+    `serving_version` do not have; returns them ("Op.attr", sorted). Called on the
+    export's temporary folder, before the op check."""
+    defs = serving_op_defs(serving_version)
+    path = os.path.join(export_dir, "saved_model.pb")
+    sm = internals.read_saved_model_proto(path)
+    removed = set()
+    for meta in sm.meta_graphs:
+        nodes = [*meta.graph_def.node, *(node for fn in meta.graph_def.library.function
+                                         for node in fn.node_def)]
+        for node in nodes:
+            for attr in INFORMATIONAL_ATTRS.get(node.op, frozenset()):
+                if attr in node.attr and attr not in defs.get(node.op, frozenset()):
+                    del node.attr[attr]
+                    removed.add(f"{node.op}.{attr}")
+    if removed:
+        with open(path, "wb") as f:
+            f.write(sm.SerializeToString())
+    return sorted(removed)
 
 
 class UnsupportedOpError(ValueError):
@@ -118,36 +163,21 @@ def writer_version(export_dir: str) -> str:
                  if m.meta_info_def.tensorflow_version), "")
 
 
-def older_server_warning(export_dir: str, serving_version: str) -> str | None:
-    """A warning when `serving_version` is older than the TensorFlow that wrote the
-    export: TensorFlow supports a SavedModel only on a runtime at least as new, and the
-    check's core-op list is that of the TensorFlow running it."""
-    written = writer_version(export_dir)
-    if not written:
-        return None
-
-    def minor(v):
-        return tuple(int(x) for x in v.split(".")[:2])
-
-    if minor(serving_version) >= minor(written):
-        return None
-    known = sorted(op for op in saved_model_ops(export_dir)
-                   if op in CORE_OPS_NEWER_THAN_2_12) if serving_version == "2.12" else []
-    lacks = (f"; TF Serving 2.12 lacks the core op(s) {', '.join(known)} that it uses"
-             if known else "")
-    return (f"written by TensorFlow {written}, newer than TF Serving {serving_version}: "
-            "the core ops are checked against this TensorFlow, not that server's"
-            f"{lacks}. Serve it with TF Serving {'.'.join(written.split('.')[:2])} or later.")
-
-
 def check_ops(export_dir: str, serving_version: str = DEFAULT_SERVING_VERSION) -> set[str]:
     """Raises UnsupportedOpError naming every op the target server lacks; returns the
     op types used."""
     missing = missing_ops(export_dir, serving_version)
-    if missing:
-        lines = [f"  {op} (in {', '.join(sorted(where))[:120]})" for op, where in
-                 missing.items()]
+    if any(op.split(".")[0] in INFORMATIONAL_ATTRS for op in missing):
+        listed = ", ".join(missing)
         raise UnsupportedOpError(
-            f"{export_dir}: op(s) not in the stock tensorflow_model_server "
-            f"{serving_version}:\n" + "\n".join(lines))
+            f"{export_dir}: not in the stock tensorflow_model_server {serving_version}: "
+            f"{listed}; export again with --serving_version {serving_version} (the "
+            "exporter leaves out the attrs that release lacks)")
+    if missing:
+        listed = "; ".join(f"{op} (in {', '.join(sorted(where))[:120]})"
+                           for op, where in missing.items())
+        raise UnsupportedOpError(
+            f"{export_dir}: not in the stock tensorflow_model_server {serving_version} "
+            f"(TensorFlow {serving_version}, tensorflow-text {TEXT_PINS[serving_version]}): "
+            f"{listed}")
     return set(saved_model_ops(export_dir))
