@@ -35,6 +35,8 @@ OUT = os.path.join(os.path.dirname(__file__), "..", "kbert", "export", "op_table
 TEXT_PINS = {"2.12": "2.12.1", "2.20": "2.20.0", "2.21": "2.21.1"}
 RELEASES = ("2.12", "2.13", "2.14", "2.15", "2.16", "2.17", "2.18", "2.19", "2.20", "2.21")
 
+# Run by the other release's interpreter, where kbert (which needs TensorFlow 2.21)
+# cannot be imported: the C API call of kbert.internals.registered_op_names, written out.
 _DUMP = r"""
 import json, sys
 from tensorflow.core.framework import op_def_pb2
