@@ -74,3 +74,12 @@ def test_export_in_a_fresh_process_equals_python(folder, tmp_path):
                 top = np.argsort(-probs[r, k], kind="stable")[:3]
                 np.testing.assert_allclose(got_p[r, k], probs[r, k][top], atol=1e-5)
                 assert got_t[r, k].tolist() == vocab[top].tolist()
+    # token_ids: the pretrainer's own inputs in, its masked-LM logits out
+    x = fill_mask_inputs(tok, tf.constant(TEXTS), 16)
+    x.pop("mask_count")
+    raw = run_fresh(str(export), [{k: v.numpy().tolist() for k, v in x.items()}],
+                    signature="token_ids")["results"][0]["mlm_logits"]
+    want = model(x)["mlm_logits"].numpy()
+    assert raw["shape"] == list(want.shape)
+    np.testing.assert_allclose(np.reshape(raw["value"], want.shape), want, rtol=1e-5,
+                               atol=1e-5)

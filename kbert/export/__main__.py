@@ -65,6 +65,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq_length", type=int, default=None,
                    help="override the sequence length of the task run (embeddings: "
                         "default 128)")
+    p.add_argument("--quantize", default=None, choices=["int8"],
+                   help="quantize the weights first (Keras' int8: every Dense kernel and "
+                        "the token table, per-channel scales); the export keeps them int8")
     p.add_argument("--no_check", action="store_true",
                    help="skip replaying the warmup requests in a fresh process")
     g = p.add_argument_group("generate (GPT): decoding settings, fixed in the export")
@@ -126,7 +129,8 @@ def main(argv=None) -> int:
             generation["stop"] = args.stop or []
         path = export_from_folder(args.model_dir, args.task, args.export_dir,
                                   serving_version=args.serving_version,
-                                  seq_length=args.seq_length, generation=generation)
+                                  seq_length=args.seq_length, generation=generation,
+                                  quantize=args.quantize)
         return path, args
 
     def validate(args):

@@ -92,4 +92,10 @@ def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
     module.serve = serve
     samples = [t.replace(MASK, tokenizer.mask_token) for t in SAMPLES]
     warmup = [{"text": [t]} for t in samples] + [{"text": samples}]
-    return save_export(module, serve, export_dir, warmup, serving_version)
+    # token_ids: the pretrainer's own inputs (with `masked_lm_positions` [b, masks]) in,
+    # its masked-LM logits [b, masks, vocabulary] out
+    names = [*tokenizer(["a"]).keys(), "masked_lm_positions"]
+    return save_export(module, serve, export_dir, warmup, serving_version,
+                       raw_outputs=lambda x: {"mlm_logits": pretrainer(
+                           x, training=False)["mlm_logits"]},
+                       raw_input_names=names)

@@ -148,18 +148,38 @@ def _export_model_task(task, model, tokenizer, export_dir, version, seq_length, 
     return exporter(model, tokenizer, export_dir, serving_version=version, **options)
 
 
+QUANTIZE_MODES = ("int8",)
+
+
+def quantize_model(model, mode: str | None):
+    """`model.quantize(mode)` for any loaded model, a task model included (a functional
+    Keras model around a kbert encoder): every kbert `Dense` and token table, and the
+    task head, in `mode`, or one error naming what stayed float or what refuses
+    (ELMo's LSTMs). None leaves the model as it is."""
+    if mode is None:
+        return model
+    if mode not in QUANTIZE_MODES:
+        raise ValueError(f"--quantize {mode}: use one of {', '.join(QUANTIZE_MODES)}")
+    from kbert.models.base import Quantizable
+
+    Quantizable.quantize(model, mode)
+    return model
+
+
 def export_from_folder(model_dir: str, task: str, export_dir: str, *,
                        serving_version: str | None = None, seq_length: int | None = None,
-                       generation: dict | None = None) -> str:
+                       generation: dict | None = None, quantize: str | None = None) -> str:
     """Exports the model of a task folder (or, for "embeddings", a model folder of any
     registered family; for MODEL_TASKS, a model folder of a family that exports the
-    task: "generate" decodes with the `generation` settings of `export_generate`)."""
+    task: "generate" decodes with the `generation` settings of `export_generate`).
+    `quantize="int8"`: the model's weights quantized first (`quantize_model`)."""
     from kbert.export import ops as ops_lib
     from kbert.export import saved_model
 
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
     if task in MODEL_TASKS:
         _, model, tokenizer = _model_folder(model_dir, task)
+        quantize_model(model, quantize)
         return _export_model_task(task, model, tokenizer, export_dir, version, seq_length,
                                   generation or {})
     if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
@@ -168,6 +188,7 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
         family = family_of_folder(model_dir)
         encoder = family.encoder_class.from_pretrained(model_dir)
         tokenizer = family.tokenizer_class.from_pretrained(model_dir)
+        quantize_model(encoder, quantize)
         return saved_model.export_embeddings(encoder, tokenizer, export_dir,
                                              seq_length=seq_length or 128,
                                              serving_version=version)
@@ -176,7 +197,7 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
     if task == "embeddings":
         from kbert.models.interface import find_encoder
 
-        encoder = find_encoder(model)
+        encoder = quantize_model(find_encoder(model), quantize)
         return saved_model.export_embeddings(
             encoder, tokenizer, export_dir, serving_version=version,
             seq_length=seq_length or settings.get("seq_length", settings.get(
@@ -190,4 +211,5 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
         from kbert.export.ner_graph import export_ner as exporter
     if seq_length:
         settings["max_seq_length" if task == "squad" else "seq_length"] = seq_length
+    quantize_model(model, quantize)
     return exporter(model, tokenizer, export_dir, serving_version=version, **settings)

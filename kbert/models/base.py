@@ -91,9 +91,11 @@ class Quantizable:
         from kbert.layers.dense import Dense
         from kbert.layers.embeddings import TokenEmbedding
 
-        if self.quantize_refusal:
-            raise NotImplementedError(f"{type(self).__name__}: quantize({mode!r}): "
-                                      f"{self.quantize_refusal}")
+        refusing = next((layer for layer in [self, *self._flatten_layers()]
+                         if getattr(layer, "quantize_refusal", None)), None)
+        if refusing is not None:
+            raise NotImplementedError(f"{type(refusing).__name__}: quantize({mode!r}): "
+                                      f"{refusing.quantize_refusal}")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             keras.Model.quantize(self, mode, config=config, filters=filters, **kwargs)
