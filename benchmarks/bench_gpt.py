@@ -19,7 +19,9 @@
 4. `--only beam`: beam search (`--beams`, default 4), no end token, the best beam's new
    tokens/s: kbert (`sampler="beam"`), keras-hub's `BeamSampler`, transformers'
    `generate(num_beams=...)`. `--only processors`: kbert's greedy generation plain, with
-   `repetition_penalty=1.3` and with `no_repeat_ngram_size=3`.
+   `repetition_penalty=1.3` and with `no_repeat_ngram_size=3`. `--only xla`: kbert's
+   greedy generation compiled with XLA (the default on every device) against the plain
+   graph (`jit_compile=False`, what the generate export runs).
 5. `--only products`: what a decoding step at batch 1 is bound by, the chain of a GPT-2
    size's block products (query, key, value, attention output, MLP in and out, each
    layer's input the previous product's output; one row), in ms: under XLA with the
@@ -155,6 +157,20 @@ def bench_processors(config: kbert.GPTConfig, batch: int, prompt: int, new: int,
 
     return _median_rates({"plain": run(), "penalty": run(repetition_penalty=1.3),
                           "ngram": run(no_repeat_ngram_size=3)}, batch * new, rounds)
+
+
+def bench_xla(config: kbert.GPTConfig, batch: int, prompt: int, new: int, rounds: int):
+    """kbert's greedy generation under XLA and as the plain graph (new tokens/s)."""
+    _, lm, _ = _generation_peers(config)
+    rng = np.random.RandomState(0)
+    ids = rng.randint(0, config.vocab_size - 1, (batch, prompt)).astype("int32")
+    mask = np.ones_like(ids)
+
+    def run(jit):
+        return lambda: lm.generate_ids(ids, mask, new, end_token_id=None,
+                                       jit_compile=jit).numpy()
+
+    return _median_rates({"xla": run(True), "plain": run(False)}, batch * new, rounds)
 
 
 def bench_train(config: kbert.GPTConfig, batch: int, seq: int, steps: int, rounds: int):
@@ -327,7 +343,7 @@ def main(argv=None):
     p.add_argument("--texts", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--beams", type=int, default=4, help="beam search's beams")
-    p.add_argument("--only", choices=["generate", "beam", "processors", "train",
+    p.add_argument("--only", choices=["generate", "beam", "processors", "xla", "train",
                                       "tokenizers", "products"], default=None)
     args = p.parse_args(argv)
     import keras_hub
@@ -361,6 +377,16 @@ def main(argv=None):
             print(f"| {batch} | {r['plain']:.1f} | {r['penalty']:.1f} | {r['ngram']:.1f} | "
                   f"{r['penalty'] / r['plain']:.2f} | {r['ngram'] / r['plain']:.2f} |",
                   flush=True)
+    if args.only in (None, "xla"):
+        config = kbert.GPTConfig.preset(args.config)
+        print(f"\n## kbert greedy generation, XLA against the plain graph, GPT-2 "
+              f"{args.config} size, prompt {args.prompt}, {args.new} new tokens (new tokens/s, "
+              f"median of {args.rounds})\n")
+        print("| batch | XLA | plain graph | XLA / plain |\n|---|---|---|---|")
+        for batch in map(int, args.batches.split(",")):
+            r = bench_xla(config, batch, args.prompt, args.new, args.rounds)
+            print(f"| {batch} | {r['xla']:.1f} | {r['plain']:.1f} | "
+                  f"{r['xla'] / r['plain']:.2f} |", flush=True)
     if args.only == "products":
         config = kbert.GPTConfig.preset(args.config)
         r = bench_products(config, args.rounds)
