@@ -36,6 +36,9 @@ def minilm_dir():
 
 @pytest.fixture(autouse=True)
 def _seed():
+    """Every test starts from the same random state and from Keras' float32 policy,
+    whatever an earlier test in the same process left (a worker runs many files)."""
+    keras.mixed_precision.set_global_policy("float32")
     keras.utils.set_random_seed(1234)
     np.random.seed(1234)
 

