@@ -112,8 +112,9 @@ def optimization_barrier(x):
     return xla.optimization_barrier(x)[0]
 
 
-def registered_op_names() -> set[str]:
-    """The op types registered in this TensorFlow process (core and loaded libraries)."""
+def registered_op_defs() -> dict:
+    """Op type -> OpDef, for every op registered in this TensorFlow process (core and
+    loaded libraries)."""
     from tensorflow.core.framework import op_def_pb2
     from tensorflow.python.client import pywrap_tf_session as c_api
 
@@ -124,7 +125,12 @@ def registered_op_names() -> set[str]:
         ops.ParseFromString(c_api.TF_GetBuffer(buf))
     finally:
         c_api.TF_DeleteBuffer(buf)
-    return {op.name for op in ops.op}
+    return {op.name: op for op in ops.op}
+
+
+def registered_op_names() -> set[str]:
+    """The op types registered in this TensorFlow process (core and loaded libraries)."""
+    return set(registered_op_defs())
 
 
 def read_saved_model_proto(path: str):

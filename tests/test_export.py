@@ -324,6 +324,25 @@ def test_check_refuses_an_op_the_target_release_does_not_register(tmp_path):
     assert "TFText>RoundRobinTrim" in read_table("tensorflow-text-2.21.1")
 
 
+def test_the_2_21_tables_are_the_running_tensorflows_registry():
+    """The checked-in tables of the release kbert runs on equal what this process
+    registers (core ops, then tensorflow-text's), attrs included: the generator reads
+    what it says it reads."""
+    import importlib
+
+    importlib.import_module("tensorflow_text")  # registers its ops
+
+    from kbert import internals
+    from kbert.export.ops import read_table
+
+    assert tf.__version__.startswith("2.21.")
+    registered = internals.registered_op_names()
+    core, text = read_table("tensorflow-2.21"), read_table("tensorflow-text-2.21.1")
+    assert set(core) | set(text) == registered
+    ops = internals.registered_op_defs()
+    assert all(core[name] == frozenset(a.name for a in ops[name].attr) for name in core)
+
+
 def test_the_exporter_refuses_an_op_its_target_lacks(tmp_path, sample_and_tokenizer,
                                                       monkeypatch, capsys):
     """Through export_classifier and `python -m kbert.export`: an op the target server's
