@@ -156,13 +156,6 @@ class UnsupportedOpError(ValueError):
     pass
 
 
-def writer_version(export_dir: str) -> str:
-    """The TensorFlow version that wrote the SavedModel ("" if it does not say)."""
-    sm = internals.read_saved_model_proto(os.path.join(export_dir, "saved_model.pb"))
-    return next((m.meta_info_def.tensorflow_version for m in sm.meta_graphs
-                 if m.meta_info_def.tensorflow_version), "")
-
-
 def check_ops(export_dir: str, serving_version: str = DEFAULT_SERVING_VERSION) -> set[str]:
     """Raises UnsupportedOpError naming every op the target server lacks; returns the
     op types used."""
