@@ -48,7 +48,7 @@ def _check_main(argv) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from kbert.export.folder import TASKS
+    from kbert.export.folder import QUANTIZE_MODES, TASKS
     from kbert.export.ops import DEFAULT_SERVING_VERSION, SERVING_VERSIONS
 
     p = argparse.ArgumentParser(prog="python -m kbert.export",
@@ -65,7 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seq_length", type=int, default=None,
                    help="override the sequence length of the task run (embeddings: "
                         "default 128)")
-    p.add_argument("--quantize", default=None, choices=["int8"],
+    p.add_argument("--quantize", default=None, choices=QUANTIZE_MODES,
                    help="quantize the weights first (Keras' int8: every Dense kernel and "
                         "the token table, per-channel scales); the export keeps them int8")
     p.add_argument("--no_check", action="store_true",

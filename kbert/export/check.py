@@ -251,12 +251,9 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
             out(f"    {'MISSING ' if op in missing else ''}{op}")
     if missing:
         ok = False
-        again = (f"; export again with --serving_version {serving_version}, which leaves "
-                 "out the attrs that release lacks" if any(
-                     op.split(".")[0] in ops_lib.INFORMATIONAL_ATTRS for op in missing)
-                 else "")
         out(f"  ERROR: not in the stock tensorflow_model_server {serving_version}: "
-            f"{', '.join(missing)} (used by {export_dir}){again}")
+            f"{', '.join(missing)} (used by {export_dir})"
+            f"{ops_lib.reexport_hint(missing, serving_version)}")
     try:
         requests = [{k: [v.decode("utf-8") for v in vals] for k, vals in r.items()}
                     for r in read_warmup_requests(export_dir)]

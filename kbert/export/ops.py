@@ -152,6 +152,15 @@ def strip_for_release(export_dir: str, serving_version: str) -> list[str]:
     return sorted(removed)
 
 
+def reexport_hint(missing: dict, serving_version: str) -> str:
+    """"; export again ..." when what `serving_version` lacks is only an attr the
+    exporter leaves out for that release (INFORMATIONAL_ATTRS), else ""."""
+    if any(op.split(".")[0] in INFORMATIONAL_ATTRS for op in missing):
+        return (f"; export again with --serving_version {serving_version}, which leaves "
+                "out the attrs that release lacks")
+    return ""
+
+
 class UnsupportedOpError(ValueError):
     pass
 
@@ -160,17 +169,11 @@ def check_ops(export_dir: str, serving_version: str = DEFAULT_SERVING_VERSION) -
     """Raises UnsupportedOpError naming every op the target server lacks; returns the
     op types used."""
     missing = missing_ops(export_dir, serving_version)
-    if any(op.split(".")[0] in INFORMATIONAL_ATTRS for op in missing):
-        listed = ", ".join(missing)
-        raise UnsupportedOpError(
-            f"{export_dir}: not in the stock tensorflow_model_server {serving_version}: "
-            f"{listed}; export again with --serving_version {serving_version} (the "
-            "exporter leaves out the attrs that release lacks)")
     if missing:
         listed = "; ".join(f"{op} (in {', '.join(sorted(where))[:120]})"
                            for op, where in missing.items())
         raise UnsupportedOpError(
             f"{export_dir}: not in the stock tensorflow_model_server {serving_version} "
             f"(TensorFlow {serving_version}, tensorflow-text {TEXT_PINS[serving_version]}): "
-            f"{listed}")
+            f"{listed}{reexport_hint(missing, serving_version)}")
     return set(saved_model_ops(export_dir))
