@@ -27,7 +27,13 @@
    layer's input the previous product's output; one row), in ms: under XLA with the
    bias fused into the product (XLA:CPU's own loop), with the bias apart (what kbert's
    decoding compiles to, `kbert.layers.dense`), with kernels stored [out, in] and the
-   bias apart, and PyTorch's `addmm` chain.
+   bias apart, and PyTorch's `addmm` chain; then with int8 kernels: Keras' int8 `Dense`
+   product (the row quantized to int8, int8 x int8 summed in int32, rescaled), the int8
+   kernel widened to float32 before a float product, and PyTorch's `quantize_dynamic`
+   `Linear`.
+6. `--only quantized`: greedy generation with float32, int8 (`model.quantize("int8")`)
+   and bfloat16 (`from_pretrained(dtype="bfloat16")`) weights in kbert, against Hugging
+   Face's PyTorch GPT-2 in float32 and in PyTorch's own int8 (`torch_int8`).
 Rounds alternate between the libraries; the median round is reported.
 
 Run: `python benchmarks/bench_gpt.py [--config gpt2 --new 128 --rounds 3]`.
@@ -55,10 +61,8 @@ def _median_rates(fns: dict, work: float, rounds: int) -> dict:
     return {name: work / t for name, t in median_seconds(fns, rounds).items()}
 
 
-def _generation_peers(config: kbert.GPTConfig):
-    """transformers' GPT-2 with random weights, kbert's model loaded from its folder, and
-    keras-hub's GPT2CausalLM of the same config (its own random weights)."""
-    import keras_hub
+def _hf_folder(config: kbert.GPTConfig):
+    """transformers' GPT-2 with random weights (seed 0) and a folder holding them."""
     import torch
     import transformers
 
@@ -68,6 +72,15 @@ def _generation_peers(config: kbert.GPTConfig):
         n_embd=config.hidden_size, n_layer=config.num_layers, n_head=config.num_heads)).eval()
     folder = tempfile.mkdtemp(prefix="bench-gpt-")
     hf.save_pretrained(folder)
+    return hf, folder
+
+
+def _generation_peers(config: kbert.GPTConfig):
+    """transformers' GPT-2 with random weights, kbert's model loaded from its folder, and
+    keras-hub's GPT2CausalLM of the same config (its own random weights)."""
+    import keras_hub
+
+    hf, folder = _hf_folder(config)
     lm = kbert.GPTLanguageModel.from_pretrained(folder, load_tokenizer=False)
     hub = keras_hub.models.GPT2CausalLM(
         backbone=keras_hub.models.GPT2Backbone(
@@ -173,6 +186,61 @@ def bench_xla(config: kbert.GPTConfig, batch: int, prompt: int, new: int, rounds
     return _median_rates({"xla": run(True), "plain": run(False)}, batch * new, rounds)
 
 
+def torch_int8(hf):
+    """PyTorch's own int8 for a transformers GPT-2: its `Conv1D` layers (which
+    `quantize_dynamic` skips) made `nn.Linear` with the same weights, then
+    `torch.ao.quantization.quantize_dynamic` on every `nn.Linear` (the tied output layer
+    included): int8 weights, inputs quantized per call."""
+    import copy
+
+    import torch
+    from transformers.pytorch_utils import Conv1D
+
+    model = copy.deepcopy(hf)
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, Conv1D):
+                linear = torch.nn.Linear(*child.weight.shape)
+                linear.weight.data = child.weight.data.t().contiguous()
+                linear.bias.data = child.bias.data.clone()
+                setattr(module, name, linear)
+    return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear},
+                                                  dtype=torch.qint8).eval()
+
+
+def bench_quantized(config: kbert.GPTConfig, batch: int, prompt: int, new: int,
+                    rounds: int):
+    """Greedy generation (new tokens/s) with float32, int8 (`model.quantize("int8")`) and
+    bfloat16 (`from_pretrained(dtype="bfloat16")`) weights in kbert (XLA, the default),
+    and with float32 and int8 (`torch_int8`) in Hugging Face's PyTorch GPT-2, all from
+    the same random weights."""
+    import torch
+
+    hf, folder = _hf_folder(config)
+    hf_int8 = torch_int8(hf)
+    lm = kbert.GPTLanguageModel.from_pretrained(folder, load_tokenizer=False)
+    lm_int8 = kbert.GPTLanguageModel.from_pretrained(folder, load_tokenizer=False)
+    lm_int8.quantize("int8")
+    lm_bf16 = kbert.GPTLanguageModel.from_pretrained(folder, load_tokenizer=False,
+                                                     dtype="bfloat16")
+    ids, mask, _, _, torch_ids = _prompts(config, batch, prompt, new)
+
+    def run_kbert(model):
+        return lambda: model.generate_ids(ids, mask, new, end_token_id=None).numpy()
+
+    def run_hf(model):
+        def run():
+            with torch.no_grad():
+                model.generate(torch_ids, attention_mask=torch.ones_like(torch_ids),
+                               max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                               pad_token_id=0)
+        return run
+
+    return _median_rates({"kbert": run_kbert(lm), "kbert-int8": run_kbert(lm_int8),
+                          "kbert-bf16": run_kbert(lm_bf16), "hf-torch": run_hf(hf),
+                          "hf-torch-int8": run_hf(hf_int8)}, batch * new, rounds)
+
+
 def bench_train(config: kbert.GPTConfig, batch: int, seq: int, steps: int, rounds: int):
     import keras_hub
 
@@ -228,17 +296,30 @@ def bench_products(config: kbert.GPTConfig, rounds: int) -> dict:
     tf_kernels = [tf.Variable(k) for k in kernels]
     tf_transposed = [tf.Variable(np.ascontiguousarray(k.T)) for k in kernels]
     tf_biases = [tf.Variable(b) for b in biases]
+    # int8 kernels with a scale per output column, as Keras' int8 Dense stores them.
+    scales = [np.abs(k).max(axis=0) / 127 for k in kernels]
+    tf_int8 = [tf.Variable(np.round(k / s).astype("int8")) for k, s in zip(kernels, scales)]
+    tf_scales = [tf.Variable(s.astype("float32")) for s in scales]
     x0 = tf.ones((1, h))
+
+    def product(mode, x, i):
+        if mode == "transposed":
+            return tf.matmul(x, tf_transposed[i], transpose_b=True)
+        if mode == "int8":  # Keras' int8 Dense: the input quantized per row, int32 sums
+            amax = tf.reduce_max(tf.abs(x), axis=-1, keepdims=True) / 127 + 1e-9
+            xq = tf.cast(tf.round(x / amax), tf.int8)
+            y = tf.matmul(xq, tf_int8[i], output_type=tf.int32)
+            return tf.cast(y, tf.float32) * amax * tf_scales[i]
+        if mode == "weight_only":  # int8 kernel widened to float32, a float product
+            return tf.matmul(x, tf.cast(tf_int8[i], tf.float32)) * tf_scales[i]
+        return tf.matmul(x, tf_kernels[i])
 
     def chain(mode):
         @tf.function(jit_compile=True)
         def run():
             x, qk = x0, 0.0
-            for i, (w, wt, b) in enumerate(zip(tf_kernels, tf_transposed, tf_biases)):
-                if mode == "transposed":
-                    y = tf.matmul(x, wt, transpose_b=True)
-                else:
-                    y = tf.matmul(x, w)
+            for i, b in enumerate(tf_biases):
+                y = product(mode, x, i)
                 if mode != "fused":
                     y = internals.optimization_barrier(y)
                 x, qk = _next_input(i, x, y + b, qk)
@@ -256,9 +337,24 @@ def bench_products(config: kbert.GPTConfig, rounds: int) -> dict:
                 x, qk = _next_input(i, x, torch.addmm(b, x, w), qk)
         return float(x.sum())
 
+    linears = []
+    for w, b in zip(t_kernels, t_biases):
+        linear = torch.nn.Linear(*w.shape)
+        linear.weight.data, linear.bias.data = w.t().contiguous(), b
+        linears.append(torch.ao.quantization.quantize_dynamic(
+            torch.nn.Sequential(linear), {torch.nn.Linear}, dtype=torch.qint8))
+
+    def run_torch_int8():
+        x, qk = torch.ones(1, h), 0.0
+        with torch.no_grad():
+            for i, linear in enumerate(linears):
+                x, qk = _next_input(i, x, linear(x), qk)
+        return float(x.sum())
+
     seconds = median_seconds({"fused": chain("fused"), "apart": chain("apart"),
-                              "transposed": chain("transposed"), "torch": run_torch},
-                             rounds, repeat=10)
+                              "transposed": chain("transposed"), "int8": chain("int8"),
+                              "weight_only": chain("weight_only"), "torch": run_torch,
+                              "torch_int8": run_torch_int8}, rounds, repeat=10)
     return {name: t * 1e3 for name, t in seconds.items()}
 
 
@@ -343,7 +439,7 @@ def main(argv=None):
     p.add_argument("--texts", type=int, default=2000)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--beams", type=int, default=4, help="beam search's beams")
-    p.add_argument("--only", choices=["generate", "beam", "processors", "xla", "train",
+    p.add_argument("--only", choices=["generate", "beam", "processors", "xla", "quantized", "train",
                                       "tokenizers", "products"], default=None)
     args = p.parse_args(argv)
     import keras_hub
@@ -387,6 +483,20 @@ def main(argv=None):
             r = bench_xla(config, batch, args.prompt, args.new, args.rounds)
             print(f"| {batch} | {r['xla']:.1f} | {r['plain']:.1f} | "
                   f"{r['xla'] / r['plain']:.2f} |", flush=True)
+    if args.only in (None, "quantized"):
+        config = kbert.GPTConfig.preset(args.config)
+        print(f"\n## Greedy generation with int8 and bfloat16 weights, GPT-2 {args.config} "
+              f"size, prompt {args.prompt}, {args.new} new tokens (new tokens/s, median of "
+              f"{args.rounds})\n")
+        print("| batch | kbert float32 | kbert int8 | kbert bfloat16 | HF torch float32 | "
+              "HF torch int8 | kbert int8 / float32 | kbert bfloat16 / float32 | "
+              "kbert int8 / torch int8 |\n|---|---|---|---|---|---|---|---|---|")
+        for batch in map(int, args.batches.split(",")):
+            r = bench_quantized(config, batch, args.prompt, args.new, args.rounds)
+            print(f"| {batch} | {r['kbert']:.1f} | {r['kbert-int8']:.1f} | "
+                  f"{r['kbert-bf16']:.1f} | {r['hf-torch']:.1f} | {r['hf-torch-int8']:.1f} | "
+                  f"{r['kbert-int8'] / r['kbert']:.2f} | {r['kbert-bf16'] / r['kbert']:.2f} | "
+                  f"{r['kbert-int8'] / r['hf-torch-int8']:.2f} |", flush=True)
     if args.only == "products":
         config = kbert.GPTConfig.preset(args.config)
         r = bench_products(config, args.rounds)
@@ -399,6 +509,12 @@ def main(argv=None):
               "addmm |\n|---|---|---|---|")
         print("| " + " | ".join(f"{r[k]:.1f} ({weights / r[k] * 1e3:.0f})"
                                 for k in ("fused", "apart", "transposed", "torch")) + " |",
+              flush=True)
+        print(f"\nint8 kernels ({weights / 4:.2f} GB), ms (GB/s of int8 kernels read)\n")
+        print("| XLA, Keras' int8 Dense (int8 x int8 -> int32) | XLA, int8 widened to "
+              "float32 | PyTorch `quantize_dynamic` |\n|---|---|---|")
+        print("| " + " | ".join(f"{r[k]:.1f} ({weights / 4 / r[k] * 1e3:.0f})"
+                                for k in ("int8", "weight_only", "torch_int8")) + " |",
               flush=True)
     if args.only in (None, "train"):
         config = (kbert.GPTConfig.preset("gpt2", hidden_size=256, num_layers=4, num_heads=4,
