@@ -52,6 +52,8 @@ def tiny_folder(tmp_path):
                                             "write in /proc ("),
     (["--export_dir", "FILE/exp/1"], "error: --export_dir FILE/exp/1: FILE is a file, not a "
                                      "folder"),
+    (["--quantize", "int8"], "error: --quantize int8: quantizes the SavedModel; give "
+                             "--export_dir too"),
 ])
 def test_glue_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
     out = tmp_path / "out"

@@ -42,6 +42,14 @@ def test_elmo_export_equals_python_in_a_fresh_process(tmp_path):
         for name, value in want.items():
             got = np.array(result[name]["value"]).reshape(result[name]["shape"])
             np.testing.assert_allclose(got, value, atol=1e-5, err_msg=name)
+    # `token_ids`: the tokenizer's own char_ids in, the same layers out.
+    inputs = {k: v.numpy().tolist() for k, v in tokenizer(tf.constant(TEXTS)).items()}
+    raw = run_fresh(str(export), [inputs], signature="token_ids")["results"][0]
+    by_text = run_fresh(str(export), [{"text": TEXTS}])["results"][0]
+    assert set(raw) == set(by_text)
+    for name in raw:
+        np.testing.assert_allclose(raw[name]["value"], by_text[name]["value"], atol=1e-6,
+                                   err_msg=name)
     lengths = np.array(fresh["results"][2]["sequence_len"]["value"])
     assert lengths.tolist()[:5] == [7, 0, 4, 1, 2]
     empty = fresh["results"][1]

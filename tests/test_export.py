@@ -128,6 +128,35 @@ def _tiny_classifier(tokenizer, labels, regression=False):
 
 
 @pytest.mark.subprocess
+def test_bfloat16_export_of_a_task_folder(tmp_path, sample_and_tokenizer):
+    """`export_from_folder(..., dtype="bfloat16")`: bfloat16 variables (the head's output
+    layer float32, as under mixed precision), answers through TF Serving's C++ loader
+    close to the float32 export's, and the same `token_ids` signature."""
+    from kbert.export.folder import export_from_folder, save_task_folder
+
+    _, tokenizer = sample_and_tokenizer
+    labels = ["no", "maybe", "yes"]
+    save_task_folder(str(tmp_path / "run"), _tiny_classifier(tokenizer, labels), tokenizer,
+                     "classifier", labels=labels, pair=False, seq_length=32)
+    paths = {}
+    for dtype in ("float32", "bfloat16"):
+        paths[dtype] = export_from_folder(str(tmp_path / "run"), "classifier",
+                                          str(tmp_path / dtype / "1"), dtype=dtype)
+    reader = tf.train.load_checkpoint(os.path.join(paths["bfloat16"], "variables",
+                                                   "variables"))
+    dtypes = {k: v for k, v in reader.get_variable_to_dtype_map().items()
+              if not k.startswith("_CHECKPOINTABLE")}
+    floats = [k for k, v in dtypes.items() if v == tf.float32]
+    assert sum(v == tf.bfloat16 for v in dtypes.values()) >= 20 and len(floats) == 2, floats
+    texts = [t for t in HARD_TEXTS if t] + ["yes", "no way"]
+    out = {dtype: run_fresh(path, [{"text": texts}])["results"][0]
+           for dtype, path in paths.items()}
+    np.testing.assert_allclose(out["bfloat16"]["probabilities"]["value"],
+                               out["float32"]["probabilities"]["value"], atol=0.02)
+    assert set(signatures(paths["bfloat16"])) == set(signatures(paths["float32"]))
+
+
+@pytest.mark.subprocess
 @pytest.mark.parametrize("pair", [False, True])
 def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
     _, tokenizer = sample_and_tokenizer
@@ -451,6 +480,14 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "DisableCopyOnRead" not in proc.stdout and "WARNING" not in proc.stdout
+    # The check also wrote TF Serving's batching parameters, beside the versions.
+    batching_file = tmp_path / "base" / "mymodel" / "batching_parameters.txt"
+    params = _parse_batching_parameters(batching_file.read_text())
+    assert params.max_batch_size.value == params.allowed_batch_sizes[-1] >= 1
+    assert list(params.allowed_batch_sizes) == [
+        2 ** i for i in range(len(params.allowed_batch_sizes))]
+    assert params.batch_timeout_micros.value >= 100 and params.num_batch_threads.value >= 1
+    assert f"--enable_batching --batching_parameters_file={batching_file}" in proc.stdout
     # An existing version folder is refused (TF Serving would not reload it).
     again = [sys.executable, "-m", "kbert.export", "--model_dir", str(tmp_path / "run"),
              "--task", "classifier", "--export_dir", str(export_dir), "--no_check"]
@@ -492,3 +529,50 @@ def test_pair_requests_of_different_batch_sizes_fail_clearly(tmp_path, sample_an
         fn(text=tf.constant(["a"]), text_b=tf.constant(["b", "c"]))
     assert fn(text=tf.constant(["a", "x"]), text_b=tf.constant(["b", "c"]))[
         "label"].shape == (2,)
+
+
+def _parse_batching_parameters(text: str):
+    """`text` parsed as TF Serving's BatchingParameters message, built here from the
+    fields of tensorflow/serving's `session_bundle_config.proto` (the message is not in
+    the tensorflow-serving-api wheel): an unknown field or a wrong type fails."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+    from google.protobuf import text_format, wrappers_pb2
+
+    pool = descriptor_pool.DescriptorPool()
+    pool.AddSerializedFile(wrappers_pb2.DESCRIPTOR.serialized_pb)
+    f = descriptor_pb2.FileDescriptorProto(name="batching.proto", package="tensorflow.serving",
+                                           dependency=["google/protobuf/wrappers.proto"])
+    m = f.message_type.add(name="BatchingParameters")
+    F = descriptor_pb2.FieldDescriptorProto
+    for number, name, wrapper in ((1, "max_batch_size", "Int64Value"),
+                                  (2, "batch_timeout_micros", "Int64Value"),
+                                  (3, "max_enqueued_batches", "Int64Value"),
+                                  (4, "num_batch_threads", "Int64Value"),
+                                  (5, "thread_pool_name", "StringValue")):
+        m.field.add(name=name, number=number, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+                    type_name=f".google.protobuf.{wrapper}")
+    m.field.add(name="allowed_batch_sizes", number=6, type=F.TYPE_INT64,
+                label=F.LABEL_REPEATED)
+    m.field.add(name="pad_variable_length_inputs", number=7, type=F.TYPE_BOOL,
+                label=F.LABEL_OPTIONAL)
+    pool.Add(f)
+    cls = message_factory.GetMessageClass(
+        pool.FindMessageTypeByName("tensorflow.serving.BatchingParameters"))
+    return text_format.Parse(text, cls())
+
+
+def test_batching_parameters_follow_the_sweep():
+    from kbert.export import batching
+
+    # ms per call at 1, 2, 4, 8, 16 -> per example 10, 6, 4, 3.75, 3.6: doubling from 4
+    # to 8 buys 7% (< 10%), so 4 is the largest batch worth waiting for.
+    times = {1: 0.010, 2: 0.012, 4: 0.016, 8: 0.030, 16: 0.058}
+    params = batching.choose(times, cpus=2)
+    assert params == {"max_batch_size": 4, "batch_timeout_micros": 2500,
+                      "max_enqueued_batches": 100, "num_batch_threads": 2,
+                      "allowed_batch_sizes": [1, 2, 4], "pad_variable_length_inputs": True}
+    parsed = _parse_batching_parameters(batching.to_text(params))
+    assert parsed.max_batch_size.value == 4 and list(parsed.allowed_batch_sizes) == [1, 2, 4]
+    assert parsed.pad_variable_length_inputs
+    # Batching that buys nothing: batch 1 only.
+    assert batching.choose({1: 0.01, 2: 0.02, 4: 0.04}, cpus=1)["max_batch_size"] == 1

@@ -210,13 +210,27 @@ def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
 
 @pytest.mark.e2e
 def test_synthetic_similarity_regression_is_learned(tmp_path):
+    import tensorflow as tf
+
     folder = synthetic_similarity(str(tmp_path))
     out = tmp_path / "out"
+    export = tmp_path / "serving" / "sts" / "1"
     assert cli.main(["--task", "stsb", "--data_dir", folder, "--output_dir", str(out),
-                     "--do_predict", *SMALL, "--num_train_epochs", "4"]) == 0
+                     "--do_predict", *SMALL, "--num_train_epochs", "4",
+                     "--export_dir", str(export), "--quantize", "int8"]) == 0
     results = json.loads((out / "eval_results.json").read_text())
     assert results["pearson"] >= 0.95, results  # 0.9993 on seeds 0 and 1
     assert len((out / "STS-B.tsv").read_text().splitlines()) == 41
+    # --quantize: the export holds int8 kernels, the task folder float32 ones, and the
+    # run reports the quantized model's own dev figures beside the float ones.
+    assert abs(results["int8_pearson"] - results["pearson"]) < 0.01, results
+    served = tf.train.load_checkpoint(str(export / "variables" / "variables"))
+    dtypes = served.get_variable_to_dtype_map()
+    assert sum(d == tf.int8 for d in dtypes.values()) >= 4, dtypes
+    import keras
+
+    saved = keras.saving.load_model(out / "model.keras", compile=False)
+    assert {w.dtype for w in saved.weights} == {"float32"}
 
 
 def test_predictions_with_trimmed_padding_are_the_same_and_in_order():

@@ -134,7 +134,8 @@ def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
     lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
     export_dir = tmp_path / "serving" / "gpt" / "4"
     kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=12)
-    assert set(check_lib.signatures(str(export_dir))) == {"serving_default", "generate"}
+    assert set(check_lib.signatures(str(export_dir))) == {"serving_default", "generate",
+                                                           "token_ids"}
     prompts = ["The quick brown fox", "x", "The quick brown fox", "The quick brown fox",
                "The quick brown fox", "数字 and émoji 🙂"]
     request = {"prompt": prompts, "max_new_tokens": [12, 3, 8, 8, 8, 12],
@@ -160,6 +161,22 @@ def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
     assert abs(out["logprob"]["value"][0] - sum(scored["logprobs"])) < 1e-3
     alone = check_lib.run_fresh(str(export_dir), [{"prompt": prompts[:1]}])
     assert alone["results"][0]["text"]["value"] == [texts[0]]
+    # `token_ids`: right-padded ids in, the new ids out (the export's greedy setting).
+    ids = lm.tokenizer.tokenize(["The quick brown fox", "x"]).to_list()
+    width = max(map(len, ids))
+    padded = np.array([row + [0] * (width - len(row)) for row in ids], "int32")
+    mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in ids], "int32")
+    raw = check_lib.run_fresh(str(export_dir), [{"token_ids": padded.tolist(),
+                                                  "padding_mask": mask.tolist()}],
+                              signature="token_ids")["results"][0]
+    new = np.array(raw["token_ids"]["value"]).reshape(raw["token_ids"]["shape"])
+    want_ids = lm.generate_ids(padded, mask, 12).numpy()
+    for row, n, w in zip(new, raw["num_tokens"]["value"], want_ids):
+        w = w.tolist()
+        w = w[:w.index(50256)] if 50256 in w else w
+        assert row[:n].tolist() == w and not row[n:].any()
+    assert lm.tokenizer.detokenize([new[0][:raw["num_tokens"]["value"][0]]]).numpy()[
+        0].decode("utf-8", "replace") == texts[0]
     bad = dict(request, max_new_tokens=[13, 3, 8, 8, 8, 12])
     with pytest.raises(check_lib.ServingLoaderError, match="max_new_tokens: each value must "
                        "be at most 12"):

@@ -111,9 +111,9 @@ def test_the_demo_command_reaches_em_and_f1_95(tmp_path):
     """`make demo` itself (`python -m kbert.tasks.squad --output_dir ...`, every other
     flag at its default) in a fresh process: the README's and the SQuAD page's figures,
     EM and F1 of at least 95 on the held-out questions (about 5 minutes). Then the
-    run exported with `--quantize int8`: through TF Serving's C++ loader, both exports
-    answer the 600 held-out questions, and the int8 one's EM is within 1 point of the
-    float32 one's."""
+    run exported with `--quantize int8` and with `--dtype bfloat16`: through TF Serving's
+    C++ loader, the three exports answer the 600 held-out questions, and the int8 and
+    bfloat16 ones' EM is within 1 point of the float32 one's."""
     import subprocess
     import sys
 
@@ -129,12 +129,13 @@ def test_the_demo_command_reaches_em_and_f1_95(tmp_path):
     assert (f"SQuAD v1.1: EM {results['exact_match']:.2f} F1 {results['f1']:.2f}"
             in proc.stdout)
     exports = {"float32": out / "serving" / "squad" / "1",
-               "int8": tmp_path / "int8" / "squad" / "1"}
-    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir", str(out),
-                           "--task", "squad", "--quantize", "int8", "--export_dir",
-                           str(exports["int8"])], capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+               "int8": tmp_path / "int8" / "squad" / "1",
+               "bfloat16": tmp_path / "bfloat16" / "squad" / "1"}
+    for kind, flags in (("int8", ["--quantize", "int8"]), ("bfloat16", ["--dtype", "bfloat16"])):
+        proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir", str(out),
+                               "--task", "squad", *flags, "--export_dir", str(exports[kind])],
+                              capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
     dev = json.loads((out / "sample_dev.json").read_text())
     questions = [(q["id"], q["question"], p["context"]) for a in dev["data"]
                  for p in a["paragraphs"] for q in p["qas"]]
@@ -149,11 +150,13 @@ def test_the_demo_command_reaches_em_and_f1_95(tmp_path):
                             )["exact_match"]
     assert len(questions) == 600 and em["float32"] >= 95.0, em
     assert abs(em["int8"] - em["float32"]) <= 1.0, em
+    assert abs(em["bfloat16"] - em["float32"]) <= 1.0, em
 
     def size(folder):
         return sum(f.stat().st_size for f in (folder / "variables").iterdir())
 
     assert size(exports["int8"]) < size(exports["float32"]) / 2  # the weights stay int8
+    assert size(exports["bfloat16"]) < size(exports["float32"]) * 0.6  # and bfloat16
 
 
 @pytest.mark.slow

@@ -6,6 +6,8 @@
         --export_dir serving/bert/1 --seq_length 128
     python -m kbert.export --model_dir gpt2 --task generate --export_dir serving/gpt2/1 \\
         --max_new_tokens 64 --sampler top_p --top_p 0.9
+    python -m kbert.export --heads entities=runs/conll products=runs/products \\
+        --export_dir serving/text/1
     python -m kbert.export check serving/squad/1 --serving_version 2.19
 
 --model_dir is the --output_dir of a kbert task run (`kbert_task.json`, `model.keras`,
@@ -33,6 +35,10 @@ def _check_main(argv) -> int:
     p.add_argument("export_dir", help="a SavedModel folder (BASE/NAME/VERSION)")
     p.add_argument("--serving_version", default=DEFAULT_SERVING_VERSION,
                    choices=SERVING_VERSIONS, help="TF Serving release to check against")
+    p.add_argument("--batching_file", default=None,
+                   help="where to write TF Serving's --batching_parameters_file, tuned by "
+                        "timing the export at batch 1, 2, 4, ... here (default "
+                        "BASE/NAME/batching_parameters.txt; 'none': no sweep)")
     from kbert.cli import UsageError, add_cli_flags, run_command
     from kbert.export.check import check
 
@@ -42,21 +48,51 @@ def _check_main(argv) -> int:
         if not os.path.isfile(os.path.join(args.export_dir, "saved_model.pb")):
             raise UsageError(f"{args.export_dir}: no saved_model.pb; give a SavedModel "
                              "version folder (BASE/NAME/VERSION)")
-        return check(args.export_dir, args.serving_version, verbose=args.verbose)
+        ok = check(args.export_dir, args.serving_version, verbose=args.verbose)
+        if ok and (args.batching_file or "").lower() != "none":
+            write_batching_file(args.export_dir, args.batching_file)
+        return ok
 
     return 0 if run_command(p, argv, run) else 1
 
 
+def write_batching_file(export_dir: str, path: str | None) -> str:
+    """Sweeps the export's serving_default on its largest warmup request and writes the
+    batching parameters (`kbert.export.batching`); prints what it chose."""
+    from kbert.export import batching
+    from kbert.export.warmup import read_warmup_requests
+    from kbert.io import atomic_file
+
+    requests = [r for name, r in read_warmup_requests(export_dir, with_signatures=True)
+                if name == "serving_default"]
+    request = max(requests, key=lambda r: len(next(iter(r.values()))))
+    times = batching.sweep(export_dir, request)
+    params = batching.choose(times)
+    path = path or batching.default_path(export_dir)
+    with atomic_file(path) as f:
+        f.write(batching.to_text(params))
+    print("  batch sweep (serving_default, ms per call): " + ", ".join(
+        f"{size} {t * 1e3:.1f}" for size, t in sorted(times.items())))
+    print(f"  wrote {path}: max_batch_size {params['max_batch_size']}, "
+          f"batch_timeout_micros {params['batch_timeout_micros']}; serve with "
+          f"--enable_batching --batching_parameters_file={path}")
+    return path
+
+
 def _parser() -> argparse.ArgumentParser:
-    from kbert.export.folder import QUANTIZE_MODES, TASKS
+    from kbert.export.folder import DTYPES, QUANTIZE_MODES, TASKS
     from kbert.export.ops import DEFAULT_SERVING_VERSION, SERVING_VERSIONS
 
     p = argparse.ArgumentParser(prog="python -m kbert.export",
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
-    p.add_argument("--model_dir", required=True,
+    p.add_argument("--model_dir", default=None,
                    help="task run folder (or a BERT folder for --task embeddings)")
-    p.add_argument("--task", required=True, choices=TASKS, help="signature to export")
+    p.add_argument("--task", default=None, choices=TASKS, help="signature to export")
+    p.add_argument("--heads", nargs="+", default=None, metavar="NAME=FOLDER",
+                   help="instead of --model_dir and --task: one SavedModel of several task "
+                        "runs (classifier, squad, ner) trained over one frozen encoder, a "
+                        "signature per NAME, the encoder's variables once")
     p.add_argument("--export_dir", required=True,
                    help="EXPORT_BASE/NAME/VERSION, as TF Serving expects")
     p.add_argument("--serving_version", default=DEFAULT_SERVING_VERSION,
@@ -68,6 +104,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--quantize", default=None, choices=QUANTIZE_MODES,
                    help="quantize the weights first (Keras' int8: every Dense kernel and "
                         "the token table, per-channel scales); the export keeps them int8")
+    p.add_argument("--dtype", default=None, choices=DTYPES,
+                   help="bfloat16: bfloat16 variables and computation (task heads' output "
+                        "layers stay float32); default: the model's own (float32)")
     p.add_argument("--no_check", action="store_true",
                    help="skip replaying the warmup requests in a fresh process")
     g = p.add_argument_group("generate (GPT): decoding settings, fixed in the export")
@@ -116,6 +155,11 @@ def main(argv=None) -> int:
     add_cli_flags(parser, training=False)
 
     def export(args):
+        if args.heads:
+            from kbert.export.heads import export_heads
+
+            return export_heads(args.heads, args.export_dir,
+                                serving_version=args.serving_version), args
         generation = None
         if args.task == "fill_mask":
             generation = {"top_k": args.top_k or 5}
@@ -130,12 +174,33 @@ def main(argv=None) -> int:
         path = export_from_folder(args.model_dir, args.task, args.export_dir,
                                   serving_version=args.serving_version,
                                   seq_length=args.seq_length, generation=generation,
-                                  quantize=args.quantize)
+                                  quantize=args.quantize, dtype=args.dtype)
         return path, args
 
     def validate(args):
+        if args.heads:
+            from kbert.export.heads import parse_heads
+
+            for flag in ("model_dir", "task", "quantize", "dtype"):
+                if getattr(args, flag):
+                    raise UsageError(f"--{flag}: not with --heads (each head is a task "
+                                     "run folder, exported as its task)")
+            try:
+                args.heads = parse_heads(args.heads)
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+            for name, folder in args.heads.items():
+                if not os.path.isdir(folder):
+                    raise UsageError(f"--heads {name}={folder}: no such folder")
+            check_export_dir(args.export_dir, args.overwrite)
+            return
+        if args.model_dir is None or args.task is None:
+            raise UsageError("give --model_dir and --task (or --heads NAME=FOLDER ...)")
         if not os.path.isdir(args.model_dir):
             raise UsageError(f"--model_dir {args.model_dir}: no such folder")
+        if args.quantize and args.dtype not in (None, "float32"):
+            raise UsageError(f"--quantize {args.quantize} and --dtype {args.dtype}: give one "
+                             "of them")
         if args.seq_length is not None and args.seq_length < 3:
             raise UsageError(f"--seq_length {args.seq_length}: must be at least 3")
         if args.task == "generate":
@@ -167,7 +232,7 @@ def main(argv=None) -> int:
         check_export_dir(args.export_dir, args.overwrite)
 
     path, args = run_command(parser, argv, export, validate)
-    print(f"exported {args.task} SavedModel to {path}")
+    print(f"exported {args.task or ', '.join(args.heads)} SavedModel to {path}")
     if args.no_check:
         return 0
     return 0 if check(path, args.serving_version, verbose=args.verbose) else 1

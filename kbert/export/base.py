@@ -4,6 +4,9 @@ warmup requests and the op check."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -103,6 +106,36 @@ def check_seq_length(model, seq_length: int) -> None:
                          f"max_position_embeddings={limit}")
 
 
+@dataclasses.dataclass
+class ExportParts:
+    """What one exporter hands to `save_export`: its module, signatures (name ->
+    tf.function; `serving_default` first), the signatures' SignatureDef method names where
+    they are not Predict's, warmup requests as (signature, inputs) pairs, and files for
+    `assets.extra/`. `collect_exports` gathers these instead of writing them, for a
+    SavedModel of several heads (`kbert.export.heads`)."""
+    module: ServingModule
+    signatures: dict
+    warmup: list
+    method_names: dict = dataclasses.field(default_factory=dict)
+    extra_files: dict = dataclasses.field(default_factory=dict)
+
+
+_COLLECTED: contextvars.ContextVar = contextvars.ContextVar("kbert_export_parts",
+                                                            default=None)
+
+
+@contextlib.contextmanager
+def collect_exports():
+    """Within it, the exporters write nothing: each call's `ExportParts` is appended to
+    the yielded list (and the exporter returns its export_dir unwritten)."""
+    parts: list[ExportParts] = []
+    token = _COLLECTED.set(parts)
+    try:
+        yield parts
+    finally:
+        _COLLECTED.reset(token)
+
+
 def save_export(module: ServingModule, signature, export_dir: str, warmup: list[dict],
                 serving_version: str, extra_files: dict[str, str] | None = None,
                 extra_signatures: dict | None = None,
@@ -122,19 +155,39 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
         module.token_ids = token_ids_signature(module.tokenizer, raw_outputs,
                                                raw_input_names)
         extra_signatures = {**(extra_signatures or {}), "token_ids": module.token_ids}
+    parts = ExportParts(module, {"serving_default": signature, **(extra_signatures or {})},
+                        [("serving_default", request) for request in warmup],
+                        dict(method_names or {}), dict(extra_files or {}))
+    collected = _COLLECTED.get()
+    if collected is not None:
+        collected.append(parts)
+        return export_dir
+    return write_export([module], parts.signatures, export_dir, parts.warmup,
+                        serving_version, parts.extra_files, parts.method_names)
+
+
+def write_export(modules: list[ServingModule], signatures: dict, export_dir: str,
+                 warmup: list, serving_version: str, extra_files: dict | None = None,
+                 method_names: dict | None = None) -> str:
+    """Writes `signatures` (name -> tf.function, `serving_default` among them) of one
+    or more serving modules as one SavedModel, atomically (see `save_export`); `warmup`:
+    (signature name, inputs) pairs, each replayed through TF Serving's C++ loader."""
+    export_dir = os.fspath(export_dir)
+    root = modules[0] if len(modules) == 1 else _Heads(modules)
     with atomic_directory(export_dir) as tmp:
         try:
-            signature.get_concrete_function()  # traced: every layer is built
-            for extra in (extra_signatures or {}).values():
-                extra.get_concrete_function()
-            module.track_variables()
-            tf.saved_model.save(module, tmp, signatures={"serving_default": signature,
-                                                         **(extra_signatures or {})})
+            for function in signatures.values():  # traced: every layer is built
+                function.get_concrete_function()
+            for module in modules:
+                module.track_variables()
+            tf.saved_model.save(root, tmp, signatures=signatures)
             if method_names:
                 set_method_names(tmp, method_names)
         finally:
-            module.remove_temporary_files()
-        write_warmup_requests(tmp, model_name(export_dir), warmup)
+            for module in modules:
+                module.remove_temporary_files()
+        write_warmup_requests(tmp, model_name(export_dir), [r for _, r in warmup],
+                              [name for name, _ in warmup])
         for name, text in (extra_files or {}).items():
             os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
             with open(os.path.join(tmp, "assets.extra", name), "w", encoding="utf-8") as f:
@@ -148,11 +201,21 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
         # them at load: an export it cannot run is never moved into place.
         from kbert.export.check import ServingLoaderError, run_c_loader
 
-        try:
-            run_c_loader(tmp, warmup)
-        except ServingLoaderError as e:
-            raise ServingLoaderError(str(e).replace(tmp, export_dir)) from None
+        for name in dict.fromkeys(name for name, _ in warmup):
+            try:
+                run_c_loader(tmp, [r for n, r in warmup if n == name], name)
+            except ServingLoaderError as e:
+                raise ServingLoaderError(str(e).replace(tmp, export_dir)) from None
     return export_dir
+
+
+class _Heads(tf.Module):
+    """The saved root of a SavedModel of several serving modules: each module (its
+    tokenizer, assets and variables; variables they share are saved once)."""
+
+    def __init__(self, modules):
+        super().__init__(name="kbert_heads")
+        self.heads = list(modules)
 
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"
@@ -179,13 +242,18 @@ def set_method_names(export_dir: str, method_names: dict[str, str]) -> None:
 def token_ids_signature(tokenizer, raw_outputs, names=None):
     """The `token_ids` signature, for clients that tokenize themselves: the model's own
     inputs (the tokenizer's keys, int32 [batch, seq]: `token_ids`, `padding_mask`,
-    `segment_ids` where the family has them) -> `raw_outputs(inputs)` in float32 (logits;
-    no text post-processing)."""
-    names = sorted(names if names is not None else tokenizer(["a"]).keys())
+    `segment_ids` where the family has them; ELMo's `char_ids` [batch, words, 50]) ->
+    `raw_outputs(inputs)`, floats as float32 (logits; no text post-processing)."""
+    sample = tokenizer(["a"])
+    names = sorted(names if names is not None else sample.keys())
+    # [batch, seq] for most; ELMo's `char_ids` are [batch, words, characters].
+    shapes = {name: [None, None] + list(sample[name].shape[2:]) if name in sample
+              else [None, None] for name in names}
 
-    @tf.function(input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name)
+    @tf.function(input_signature=[{name: tf.TensorSpec(shapes[name], tf.int32, name=name)
                                    for name in names}])
     def token_ids(inputs):
-        return {k: tf.cast(v, tf.float32) for k, v in raw_outputs(dict(inputs)).items()}
+        return {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v
+                for k, v in raw_outputs(dict(inputs)).items()}
 
     return token_ids

@@ -244,14 +244,15 @@ class Served:
         return tensor
 
     def _number_tensor(self, dtype: str, values: list):
-        """A tensor of a numeric dtype (the signature's) from a list, or a list of
-        equally long lists ([batch, n])."""
+        """A tensor of a numeric dtype (the signature's) from a list, or nested lists of
+        equal lengths ([batch, n], [batch, n, m], ...)."""
         api = self.api
         shape = [len(values)]
-        if values and isinstance(values[0], list):
+        while values and isinstance(values[0], list):
             shape.append(len(values[0]))
-            if any(len(row) != shape[1] for row in values):
-                raise ServingError("a [batch, n] input needs rows of one length")
+            if any(not isinstance(row, list) or len(row) != shape[-1] for row in values):
+                raise ServingError(f"a {len(shape)}-dimensional input needs rows of one "
+                                   "length at each level")
             values = [x for row in values for x in row]
         raw = struct.pack(f"<{len(values)}{_STRUCT[dtype]}", *values)
         dims = (ctypes.c_int64 * len(shape))(*shape)

@@ -255,23 +255,26 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
             f"{', '.join(missing)} (used by {export_dir})"
             f"{ops_lib.reexport_hint(missing, serving_version)}")
     try:
-        requests = [{k: [v.decode("utf-8") for v in vals] for k, vals in r.items()}
-                    for r in read_warmup_requests(export_dir)]
+        requests = [(name, {k: [v.decode("utf-8") for v in vals] for k, vals in r.items()})
+                    for name, r in read_warmup_requests(export_dir, with_signatures=True)]
     except FileNotFoundError as e:
         out(f"  ERROR: {e}")
         return False
-    try:
-        report = run_fresh(export_dir, requests)
-    except RuntimeError as e:  # either process failed, or the loaders disagree
-        out(f"  ERROR: {e}")
-        return False
-    for request, result in zip(requests, report["results"]):
-        batch = len(next(iter(request.values())))
-        shapes = ", ".join(f"{k} {v['shape']}" for k, v in sorted(result.items()))
-        out(f"  warmup request, batch {batch}: {shapes}")
-    if report["modules"]:
-        ok = False
-        out(f"  ERROR: the fresh process loaded {report['modules']}")
+    for signature in dict.fromkeys(name for name, _ in requests):
+        batch_requests = [r for name, r in requests if name == signature]
+        try:
+            report = run_fresh(export_dir, batch_requests, signature=signature)
+        except RuntimeError as e:  # either process failed, or the loaders disagree
+            out(f"  ERROR: {e}")
+            return False
+        named = "" if signature == "serving_default" else f" ({signature})"
+        for request, result in zip(batch_requests, report["results"]):
+            batch = len(next(iter(request.values())))
+            shapes = ", ".join(f"{k} {v['shape']}" for k, v in sorted(result.items()))
+            out(f"  warmup request{named}, batch {batch}: {shapes}")
+        if report["modules"]:
+            ok = False
+            out(f"  ERROR: the fresh process loaded {report['modules']}")
     out(f"  {'OK' if ok else 'FAILED'}: {len(requests)} warmup requests answered by TF "
         "Serving's C++ SavedModel loader (no TensorFlow Python), the same as by "
         "tf.saved_model.load in a fresh process with only tensorflow and tensorflow_text "

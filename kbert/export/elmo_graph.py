@@ -12,6 +12,10 @@ Signature `serving_default`: `text` tf.string [batch] (split on whitespace) ->
 - `sequence_len` int32 [b]: words per text.
 Positions past a text's words are 0. A text without words gives `sequence_len` 0, zero
 rows and a zero `default`.
+
+Signature `token_ids`, for clients that make the character ids themselves:
+`char_ids` int32 [b, words, 50] and `padding_mask` int32 [b, words], as
+`ELMoCharTokenizer` makes them -> the same outputs.
 """
 
 from __future__ import annotations
@@ -25,7 +29,11 @@ from kbert.layers import ScalarMix
 
 def elmo_outputs(model, tokenizer, mix, text):
     """The signature's dict for tf.string `text` [b] (eager or in a graph)."""
-    inputs = tokenizer(text)
+    return layer_outputs(model, mix, tokenizer(text))
+
+
+def layer_outputs(model, mix, inputs):
+    """The signature's dict for the tokenizer's `inputs` (`char_ids`, `padding_mask`)."""
     out = model(inputs, training=False)
     layers = out["hidden_states"]
     mask = tf.cast(out["padding_mask"], tf.float32)
@@ -62,4 +70,5 @@ def export_elmo(model, tokenizer, export_dir: str, mix: ScalarMix | None = None,
 
     module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
-    return save_export(module, serve, export_dir, warmup, serving_version)
+    return save_export(module, serve, export_dir, warmup, serving_version,
+                       raw_outputs=lambda inputs: layer_outputs(model, mix, inputs))

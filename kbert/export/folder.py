@@ -149,6 +149,57 @@ def _export_model_task(task, model, tokenizer, export_dir, version, seq_length, 
 
 
 QUANTIZE_MODES = ("int8",)
+DTYPES = ("float32", "bfloat16")
+
+
+def _with_policy(config, dtype: str):
+    """A serialized Keras object with every dtype policy set to `dtype` (layers that
+    make an inner layer pinned to float32, as task heads' output layers are for mixed
+    precision, keep it: that dtype is not in the config)."""
+    if isinstance(config, dict):
+        if config.get("class_name") == "DTypePolicy" and isinstance(config.get("config"), dict):
+            return {**config, "config": {**config["config"], "name": dtype}}
+        return {k: _with_policy(v, dtype) for k, v in config.items()}
+    if isinstance(config, list):
+        return [_with_policy(v, dtype) for v in config]
+    return config
+
+
+def cast_model(model, dtype: str | None):
+    """`model` rebuilt with `dtype` variables and computation (its layers' policies
+    `dtype`; output layers pinned to float32 stay so), the weights cast into it; None or
+    "float32" returns `model` itself."""
+    if dtype in (None, "float32"):
+        return model
+    if dtype not in DTYPES:
+        raise ValueError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
+    import keras
+
+    if getattr(model, "quantization_mode_of_layers", lambda: None)() is not None:
+        raise ValueError(f"--dtype {dtype}: the model is quantized; give --dtype or "
+                         "--quantize, not both")
+    new = keras.saving.deserialize_keras_object(
+        _with_policy(keras.saving.serialize_keras_object(model), dtype))
+    if [w.path for w in new.weights] != [w.path for w in model.weights]:
+        raise ValueError(f"--dtype {dtype}: {type(model).__name__} rebuilt with other "
+                         "variables; it cannot be cast")
+    for old, cast in zip(model.weights, new.weights):
+        cast.assign(keras.ops.cast(old.value, cast.dtype))
+    if getattr(model, "tokenizer", None) is not None:
+        new.tokenizer = model.tokenizer
+    return new
+
+
+def export_variant(model, quantize: str | None = None, dtype: str | None = None):
+    """(the model to export, its variant name or None): quantized in place
+    (`quantize_model`) or a `dtype` copy (`cast_model`); one of the two at most."""
+    if quantize and dtype not in (None, "float32"):
+        raise ValueError(f"--quantize {quantize} and --dtype {dtype}: give one of them")
+    if quantize:
+        return quantize_model(model, quantize), quantize
+    if dtype not in (None, "float32"):
+        return cast_model(model, dtype), dtype
+    return model, None
 
 
 def quantize_model(model, mode: str | None):
@@ -168,18 +219,20 @@ def quantize_model(model, mode: str | None):
 
 def export_from_folder(model_dir: str, task: str, export_dir: str, *,
                        serving_version: str | None = None, seq_length: int | None = None,
-                       generation: dict | None = None, quantize: str | None = None) -> str:
+                       generation: dict | None = None, quantize: str | None = None,
+                       dtype: str | None = None) -> str:
     """Exports the model of a task folder (or, for "embeddings", a model folder of any
     registered family; for MODEL_TASKS, a model folder of a family that exports the
     task: "generate" decodes with the `generation` settings of `export_generate`).
-    `quantize="int8"`: the model's weights quantized first (`quantize_model`)."""
+    `quantize="int8"`: the model's weights quantized first (`quantize_model`);
+    `dtype="bfloat16"`: exported with bfloat16 variables and computation (`cast_model`)."""
     from kbert.export import ops as ops_lib
     from kbert.export import saved_model
 
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
     if task in MODEL_TASKS:
         _, model, tokenizer = _model_folder(model_dir, task)
-        quantize_model(model, quantize)
+        model, _ = export_variant(model, quantize, dtype)
         return _export_model_task(task, model, tokenizer, export_dir, version, seq_length,
                                   generation or {})
     if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
@@ -188,7 +241,7 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
         family = family_of_folder(model_dir)
         encoder = family.encoder_class.from_pretrained(model_dir)
         tokenizer = family.tokenizer_class.from_pretrained(model_dir)
-        quantize_model(encoder, quantize)
+        encoder, _ = export_variant(encoder, quantize, dtype)
         return saved_model.export_embeddings(encoder, tokenizer, export_dir,
                                              seq_length=seq_length or 128,
                                              serving_version=version)
@@ -197,7 +250,7 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
     if task == "embeddings":
         from kbert.models.interface import find_encoder
 
-        encoder = quantize_model(find_encoder(model), quantize)
+        encoder, _ = export_variant(find_encoder(model), quantize, dtype)
         return saved_model.export_embeddings(
             encoder, tokenizer, export_dir, serving_version=version,
             seq_length=seq_length or settings.get("seq_length", settings.get(
@@ -205,11 +258,21 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
     if task != saved_task:
         raise ValueError(f"{model_dir}: a {saved_task!r} model cannot be exported as "
                          f"--task {task} (use --task {saved_task} or embeddings)")
+    if seq_length:
+        settings["max_seq_length" if task == "squad" else "seq_length"] = seq_length
+    model, _ = export_variant(model, quantize, dtype)
+    return export_task(task, model, tokenizer, export_dir, version, settings)
+
+
+def export_task(task: str, model, tokenizer, export_dir: str, serving_version: str,
+                settings: dict) -> str:
+    """The export of a task folder's model (`classifier`, `squad`, `ner`) with the
+    settings its `kbert_task.json` records."""
+    from kbert.export import saved_model
+
     exporter = {"classifier": saved_model.export_classifier,
                 "squad": saved_model.export_squad}.get(task)
     if task == "ner":
         from kbert.export.ner_graph import export_ner as exporter
-    if seq_length:
-        settings["max_seq_length" if task == "squad" else "seq_length"] = seq_length
-    quantize_model(model, quantize)
-    return exporter(model, tokenizer, export_dir, serving_version=version, **settings)
+    return exporter(model, tokenizer, export_dir, serving_version=serving_version,
+                    **settings)

@@ -31,6 +31,12 @@ log-probability after the processors). Rows of one batch may differ in every set
 a row's draws depend only on its seed and the step (`kbert.models.generation`), so the
 server's batching cannot change a text. An out-of-range value answers InvalidArgument
 naming the input. The export's stop strings and ids apply to both signatures.
+
+Signature `token_ids`, for clients that tokenize themselves: `token_ids` and
+`padding_mask` int32 [batch, prompt] (left- or right-padded; each row at least one
+token, at most the positions less --max_new_tokens) -> `token_ids` int32 [batch,
+max_new_tokens], the new tokens with the export's settings (0 past `num_tokens`), and
+`num_tokens` int32 [batch]; no text.
 """
 
 from __future__ import annotations
@@ -105,10 +111,10 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     module.generation_settings = tf.constant(json.dumps(settings, sort_keys=True))
     keep = limit - max_new_tokens
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def serve(prompt):
-        _, dense, mask, _ = generation.prepare_prompts(tokenizer, prompt, keep, end)
-        rows = tf.shape(prompt)[0]
+    def decode(dense, mask):
+        """New tokens [B, max_new_tokens] and their counts [B] after left-padded prompts,
+        with the export's settings (each prompt's best beam under beam search)."""
+        rows = tf.shape(dense)[0]
         if seed is None:  # fresh randomness for every row
             seeds = tf.random.uniform([rows, 2], maxval=2 ** 31 - 1, dtype=tf.int32)
         else:
@@ -116,21 +122,47 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         out = run(dense, mask, tf.constant(max_new_tokens, tf.int32), seeds,
                   tf.zeros([rows], tf.int32), float(repetition_penalty), int(min_new_tokens))
         tokens, lengths = out["token_ids"], out["lengths"]
-        if beam:  # each prompt's best beam
+        if beam:
             tokens = tokens[:, 0]
             lengths = lengths[:, 0]
+        return tokens, lengths
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(prompt):
+        _, dense, mask, _ = generation.prepare_prompts(tokenizer, prompt, keep, end)
+        tokens, lengths = decode(dense, mask)
         text = tokenizer.detokenize(generation.until_end(tokens, None, lengths))
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
         return {"text": _cut_at_stop(text, stop_strings)}
 
+    @tf.function(input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name)
+                                   for name in ("padding_mask", "token_ids")}])
+    def token_ids(inputs):
+        mask = tf.cast(inputs["padding_mask"] != 0, tf.int32)
+        counts = tf.reduce_sum(mask, axis=1)
+        checks = [tf.debugging.Assert(tf.reduce_all(ok), [tf.constant(message)])
+                  for ok, message in (
+                      (counts >= 1, "padding_mask: every row needs a prompt token"),
+                      (counts <= keep, f"token_ids: at most {keep} prompt tokens (the "
+                                       f"model's positions less --max_new_tokens)"))]
+        with tf.control_dependencies(checks):
+            dense, mask = generation.left_pad(inputs["token_ids"], mask)
+        dense = dense[:, tf.shape(dense)[1] - tf.reduce_max(counts):]
+        mask = mask[:, tf.shape(mask)[1] - tf.reduce_max(counts):]
+        tokens, lengths = decode(dense, mask)
+        kept = tf.sequence_mask(lengths, tf.shape(tokens)[1], tf.int32)
+        return {"token_ids": tokens * kept, "num_tokens": lengths}
+
     module.serve = serve
+    module.token_ids = token_ids
     module.generate = _per_request_signature(lm, tokenizer, max_new_tokens, stop_ids,
                                              stop_strings)
     warmup = [{"prompt": [t]} for t in SAMPLE_TEXTS] + [{"prompt": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
                        extra_files={SETTINGS_FILE: json.dumps(settings, indent=2,
                                                               sort_keys=True)},
-                       extra_signatures={"generate": module.generate})
+                       extra_signatures={"generate": module.generate,
+                                         "token_ids": module.token_ids})
 
 
 def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings):

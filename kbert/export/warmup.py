@@ -11,8 +11,10 @@ WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_RECORDS = 1000  # TF Serving reads at most this many
 
 
-def write_warmup_requests(export_dir: str, model_name: str, requests: list[dict]) -> str:
-    """Writes one PredictRequest per dict (input name -> list of str) to `export_dir`."""
+def write_warmup_requests(export_dir: str, model_name: str, requests: list[dict],
+                          signatures: list[str] | None = None) -> str:
+    """Writes one PredictRequest per dict (input name -> list of str) to `export_dir`,
+    each for `serving_default` or for the signature of the same index in `signatures`."""
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
     if len(requests) > MAX_RECORDS:
@@ -21,10 +23,11 @@ def write_warmup_requests(export_dir: str, model_name: str, requests: list[dict]
     path = os.path.join(export_dir, WARMUP_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with tf.io.TFRecordWriter(path) as writer:
-        for inputs in requests:
+        for i, inputs in enumerate(requests):
             request = predict_pb2.PredictRequest()
             request.model_spec.name = model_name
-            request.model_spec.signature_name = "serving_default"
+            request.model_spec.signature_name = (signatures[i] if signatures
+                                                 else "serving_default")
             for key, values in inputs.items():
                 request.inputs[key].CopyFrom(
                     tf.make_tensor_proto([v.encode("utf-8") for v in values], tf.string))
@@ -34,8 +37,9 @@ def write_warmup_requests(export_dir: str, model_name: str, requests: list[dict]
     return path
 
 
-def read_warmup_requests(export_dir: str) -> list[dict]:
-    """The warmup requests of an export: input name -> list of bytes, per request."""
+def read_warmup_requests(export_dir: str, with_signatures: bool = False) -> list:
+    """The warmup requests of an export: input name -> list of bytes, per request (with
+    `with_signatures`, (signature name, that dict) pairs)."""
     from tensorflow_serving.apis import prediction_log_pb2
 
     path = os.path.join(export_dir, WARMUP_FILE)
@@ -44,6 +48,9 @@ def read_warmup_requests(export_dir: str) -> list[dict]:
     out = []
     for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
         log = prediction_log_pb2.PredictionLog.FromString(record)
-        out.append({k: [bytes(v) for v in tf.make_ndarray(t).tolist()]
-                    for k, t in log.predict_log.request.inputs.items()})
+        request = log.predict_log.request
+        inputs = {k: [bytes(v) for v in tf.make_ndarray(t).tolist()]
+                  for k, t in request.inputs.items()}
+        out.append((request.model_spec.signature_name or "serving_default", inputs)
+                   if with_signatures else inputs)
     return out

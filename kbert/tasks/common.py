@@ -193,6 +193,18 @@ def check_export_support(args, export: str) -> None:
                          "(the run writes the task folder, model.keras)")
 
 
+def check_quantize_flag(args) -> None:
+    """--quantize and --dtype set the export's weights: they need --export_dir, and
+    only one of them (checked with the other flags, before any work)."""
+    quantize, dtype = getattr(args, "quantize", None), getattr(args, "dtype", None)
+    for flag, value in (("quantize", quantize), ("dtype", dtype)):
+        if value and not getattr(args, "export_dir", None):
+            raise UsageError(f"--{flag} {value}: sets the SavedModel's weights; give "
+                             "--export_dir too")
+    if quantize and dtype not in (None, "float32"):
+        raise UsageError(f"--quantize {quantize} and --dtype {dtype}: give one of them")
+
+
 TASK_NEEDS = {"squad": "character offsets",
               "ner": "words aligned with its tokens"}
 
@@ -204,6 +216,7 @@ def check_training_flags(args, specials: int | None = None, model_flag: bool = T
     the family runs it (`check_task_support`). `specials`: the special tokens each
     input holds (None: what the family's tokenizer adds to one text, or to a pair with
     `pair`)."""
+    check_quantize_flag(args)
     for flag in ("train_batch_size", "predict_batch_size"):
         if getattr(args, flag, 1) < 1:
             raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")

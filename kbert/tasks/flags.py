@@ -78,6 +78,17 @@ def add_training_flags(group, *, learning_rate, epochs, output_dir: str,
                        help="TensorBoard logs (default OUTPUT_DIR/tensorboard; 'none': off)")
     group.add_argument("--output_dir", default=output_dir, help=output_help)
     if export_help is not None:
+        from kbert.export.folder import DTYPES, QUANTIZE_MODES
+
         group.add_argument("--export_dir", default=None, help=export_help)
+        group.add_argument("--quantize", default=None, choices=QUANTIZE_MODES,
+                           help="the export's weights quantized (Keras' int8: every Dense "
+                                "kernel and the token table); the task folder and the "
+                                "metrics above stay float32, the export's own metrics are "
+                                "added with the mode as prefix (SQuAD, NER, GLUE dev sets)")
+        group.add_argument("--dtype", default=None, choices=DTYPES,
+                           help="the export's variables and computation in this dtype "
+                                "(bfloat16; heads' output layers stay float32); its own "
+                                "dev metrics are added with the dtype as prefix")
     group.add_argument("--seed", type=int, default=0,
                        help="seed for initialization and shuffling")

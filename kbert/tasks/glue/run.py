@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from kbert import training
 from kbert.export import export_classifier
-from kbert.export.folder import load_task_folder, save_task_folder
+from kbert.export.folder import export_variant, load_task_folder, save_task_folder
 from kbert.io import atomic_file
 from kbert.models import registry
 from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
@@ -231,13 +231,17 @@ def run(args) -> dict:
                  steps_per_epoch=len(train) / batch)
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
 
-    results = {}
-    for split, examples in dev.items():
-        predictions = predict(model, task, encode(task, tokenizer, examples, seq),
-                              args.predict_batch_size, trim, tokenizer, seq)
-        metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
-        suffix = "" if split in ("dev", "dev_matched") else "_mm"
-        results.update({f"{k}{suffix}": v for k, v in metrics_.items()})
+    def dev_metrics(model, prefix=""):
+        out = {}
+        for split, examples in dev.items():
+            predictions = predict(model, task, encode(task, tokenizer, examples, seq),
+                                  args.predict_batch_size, trim, tokenizer, seq)
+            metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
+            suffix = "" if split in ("dev", "dev_matched") else "_mm"
+            out.update({f"{prefix}{k}{suffix}": v for k, v in metrics_.items()})
+        return out
+
+    results = dev_metrics(model)
     _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
     for split, examples in test.items():
         path = os.path.join(args.output_dir, task.submission[split])
@@ -252,6 +256,10 @@ def run(args) -> dict:
         args.model_dir, args.ax_file = args.output_dir, ax_file
         predict_ax(args)
     if args.export_dir:
+        model, variant = export_variant(model, args.quantize, args.dtype)
+        if variant:  # the export's own figures: its model on the dev sets
+            results.update(dev_metrics(model, prefix=f"{variant}_"))
+            _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
         export_classifier(model, tokenizer, args.export_dir, **settings)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
     return results

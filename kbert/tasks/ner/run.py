@@ -10,7 +10,7 @@ import keras
 import numpy as np
 
 from kbert import training
-from kbert.export.folder import save_task_folder
+from kbert.export.folder import export_variant, save_task_folder
 from kbert.io import atomic_file
 from kbert.models import registry
 from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
@@ -125,6 +125,16 @@ def run(args) -> dict:
     if args.export_dir:
         from kbert.export import export_ner
 
+        model, variant = export_variant(model, args.quantize, args.dtype)
+        if variant:  # the export's own figures: its model on dev and test
+            for split in list(results):
+                predictions = predict_tags(model, tokenizer, data[split], labels, seq,
+                                           args.predict_batch_size)
+                metrics = evaluate([s.tags for s in data[split]], predictions)
+                results[f"{variant}_{split}"] = metrics
+                logger.info("%s export, %s: F1 %.2f", variant, split, metrics["f1"])
+            with atomic_file(os.path.join(args.output_dir, "eval_results.json")) as f:
+                json.dump(results, f, indent=2)
         export_ner(model, tokenizer, args.export_dir, labels, seq_length=seq)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
     return results

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from kbert import training
 from kbert.export import export_squad
-from kbert.export.folder import load_task_folder, save_task_folder
+from kbert.export.folder import export_variant, load_task_folder, save_task_folder
 from kbert.io import atomic_file
 from kbert.models.interface import find_encoder
 from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
@@ -142,16 +142,28 @@ def run(args) -> dict:
                          "predict")
     logger.info("%d evaluation questions -> %d windows", len(dev_examples), len(dev_features))
     dev_arrays = feature_arrays(dev_features)
-    logits = model.predict({k: v for k, v in dev_arrays.items() if k not in LABELS},
-                           batch_size=args.predict_batch_size, verbose=0)
-    predictions = postprocess(dev_examples, dev_features, logits["start_logits"],
-                              logits["end_logits"], args.n_best_size, args.max_answer_length,
-                              args.version_2_with_negative, args.null_score_diff_threshold)
+
+    def predict_and_evaluate(model):
+        logits = model.predict({k: v for k, v in dev_arrays.items() if k not in LABELS},
+                               batch_size=args.predict_batch_size, verbose=0)
+        predictions = postprocess(dev_examples, dev_features, logits["start_logits"],
+                                  logits["end_logits"], args.n_best_size,
+                                  args.max_answer_length, args.version_2_with_negative,
+                                  args.null_score_diff_threshold)
+        return predictions, evaluate(dev_json, predictions.answers, predictions.null_odds
+                                     if args.version_2_with_negative else None)
+
+    predictions, results = predict_and_evaluate(model)
     predictions.write(args.output_dir)
-    results = evaluate(dev_json, predictions.answers,
-                       predictions.null_odds if args.version_2_with_negative else None)
     _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
     if args.export_dir:
+        model, variant = export_variant(model, args.quantize, args.dtype)
+        if variant:  # the export's own figures: its model on the same data
+            predictions, figures = predict_and_evaluate(model)
+            logger.info("%s export: %s", variant, ", ".join(
+                f"{k} {v:.2f}" for k, v in figures.items() if isinstance(v, float)))
+            results.update({f"{variant}_{k}": v for k, v in figures.items()})
+            _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
         export_squad(model, tokenizer, args.export_dir, **settings)
         _check_export(args.export_dir, dev_examples, predictions)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
