@@ -1,13 +1,15 @@
 """int8 quantization through Keras' own `model.quantize("int8")`: every kbert `Dense`
 kernel and token table (the tied output layer included) becomes int8, or the call
 fails loudly; the real MiniLM's token vectors stay close to float32's; a quantized
-model round-trips through `.keras`; its embeddings export keeps int8 variables."""
+model round-trips through `.keras` and `save_pretrained`; its embeddings export keeps
+int8 variables."""
 
 from __future__ import annotations
 
 import keras
 import numpy as np
 import pytest
+import safetensors.numpy
 import tensorflow as tf
 
 import kbert
@@ -54,9 +56,24 @@ def test_gpt_language_model_quantizes_every_dense_and_the_tied_table(tmp_path):
     loaded = keras.saving.load_model(tmp_path / "lm.keras")
     assert loaded.quantization_mode_of_layers() == "int8"
     np.testing.assert_array_equal(loaded(inputs)["logits"].numpy(), after)
-    # the folder formats hold float weights: refused with one line
-    with pytest.raises(ValueError, match="quantized .int8. and the folder formats"):
-        lm.save_pretrained(tmp_path / "folder")
+    # save_pretrained: kbert's quantized folder, int8 weights and scales, loaded back
+    # quantized with the same logits; Hugging Face refuses the folder (no
+    # model.safetensors, no model_type) rather than read int8 tensors as floats.
+    lm.save_pretrained(tmp_path / "folder")
+    dtypes = {str(v.dtype) for v in safetensors.numpy.load_file(
+        str(tmp_path / "folder" / "kbert_quantized.safetensors")).values()}
+    assert dtypes == {"int8", "float32"}
+    again = kbert.GPTLanguageModel.from_pretrained(tmp_path / "folder", load_tokenizer=False)
+    assert again.quantization_mode_of_layers() == "int8"
+    np.testing.assert_array_equal(again(inputs)["logits"].numpy(), after)
+    import transformers
+
+    with pytest.raises((OSError, ValueError)):
+        transformers.AutoModel.from_pretrained(str(tmp_path / "folder"))
+    with pytest.raises(ValueError, match="loads as it was saved; no dtype"):
+        kbert.GPTDecoder.from_pretrained(tmp_path / "folder", dtype="bfloat16")
+    with pytest.raises(ValueError, match="a quantized GPTDecoder, not a BertEncoder"):
+        kbert.BertEncoder.from_pretrained(tmp_path / "folder")
     with pytest.raises(ValueError, match="left 1 layer.s. unquantized .e.g. token_embedding.: "
                        "token_embedding: quantize.'int4'. is not supported for a token table"):
         kbert.GPTLanguageModel(kbert.GPTConfig.preset("tiny")).quantize("int4")
@@ -112,6 +129,16 @@ def test_roberta_quantizes_and_elmo_refuses(tmp_path):
     roberta.quantize("int8")
     assert set(_quantized_layers(roberta).values()) == {"int8"}
     _int8_weights(roberta)
+    roberta.save_pretrained(tmp_path / "roberta")  # kbert's quantized folder
+    again = kbert.RobertaEncoder.from_pretrained(tmp_path / "roberta")
+    ids = np.array([[0, 5, 6, 7, 2]], "int32")
+    inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
+    np.testing.assert_array_equal(again(inputs)["sequence_output"].numpy(),
+                                  roberta(inputs)["sequence_output"].numpy())
+    masked_lm = kbert.RobertaMaskedLM(roberta)
+    with pytest.raises(ValueError, match="the model is quantized .int8.; its folder holds "
+                                         "float weights"):
+        masked_lm.save_pretrained(tmp_path / "mlm")
     from tests.conftest import write_untrained_elmo
 
     elmo = kbert.ELMo.from_pretrained(write_untrained_elmo(tmp_path / "elmo"))

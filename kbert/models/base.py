@@ -18,22 +18,106 @@ class Pretrained:
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype=None, **config_overrides):
         """Builds the model and loads its weights from a folder (a kbert folder, a
-        Hugging Face folder, or the family's other reference formats). A missing, extra
-        or mis-shaped variable raises a ValueError that names it; a folder of another
-        family, one naming it. `config_overrides` replace config fields (`dropout=0.0`)."""
+        Hugging Face folder, or the family's other reference formats; a quantized kbert
+        folder loads quantized). A missing, extra or mis-shaped variable raises a
+        ValueError that names it; a folder of another family, one naming it.
+        `config_overrides` replace config fields (`dropout=0.0`)."""
+        path = os.fspath(path)
+        if os.path.exists(os.path.join(path, QUANTIZED_FILE)):
+            return load_quantized(cls, path, dtype, config_overrides)
         module = importlib.import_module(cls.checkpoints)
-        return module.load(cls, os.fspath(path), dtype=dtype, **config_overrides)
+        return module.load(cls, path, dtype=dtype, **config_overrides)
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
         """Writes a kbert folder atomically: `config.json`, `model.safetensors` and,
-        given a tokenizer, its files. A quantized model is refused (the folder formats
-        hold float weights): save it with `model.save("name.keras")`."""
+        given a tokenizer, its files. A quantized model (`model.quantize("int8")`) is
+        written as kbert's own quantized folder (`save_quantized`): its int8 weights and
+        scales, which no Hugging Face layout holds."""
         mode = getattr(self, "quantization_mode_of_layers", lambda: None)()
         if mode is not None:
-            raise ValueError(f"{type(self).__name__}.save_pretrained: the model is quantized "
-                             f"({mode}) and the folder formats hold float weights; save it "
-                             "with model.save('name.keras'), or quantize after loading")
+            return save_quantized(self, path, mode, tokenizer)
         importlib.import_module(self.checkpoints).save(self, path, tokenizer=tokenizer)
+
+
+# A quantized model's folder: `config.json` says the family and the mode only (no
+# `model_type`, no `model.safetensors`: Hugging Face refuses the folder rather than
+# misread int8 tensors), the Keras config and the variables by their Keras paths.
+QUANTIZED_FILE = "kbert_quantized.json"
+QUANTIZED_WEIGHTS = "kbert_quantized.safetensors"
+
+
+def refuse_quantized(model) -> None:
+    """For the models with heads of their own (`BertPretrainer`, `RobertaMaskedLM`),
+    whose folders hold float weights: a quantized one is one ValueError."""
+    mode = model.quantization_mode_of_layers()
+    if mode is not None:
+        raise ValueError(f"{type(model).__name__}.save_pretrained: the model is quantized "
+                         f"({mode}); its folder holds float weights: save it with "
+                         "model.save('name.keras'), or quantize after loading")
+
+
+def save_quantized(model, path, mode: str, tokenizer=None) -> None:
+    """`model`'s quantized folder (see QUANTIZED_FILE), written atomically."""
+    import json
+
+    import keras
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from kbert.io import atomic_directory
+    from kbert.models import registry
+
+    tensors = {}
+    for v in model.weights:
+        if v.path in tensors:
+            raise ValueError(f"{type(model).__name__}: two variables named {v.path}")
+        tensors[v.path] = np.ascontiguousarray(np.asarray(v.numpy()))
+    info = {"class": type(model).__name__, "quantization_mode": mode,
+            "keras_config": keras.saving.serialize_keras_object(model)}
+    with atomic_directory(path) as tmp:
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as f:
+            json.dump({"kbert_model": registry.family_of(model).name,
+                       "quantization_mode": mode}, f, indent=2)
+        with open(os.path.join(tmp, QUANTIZED_FILE), "w", encoding="utf-8") as f:
+            json.dump(info, f, indent=2)
+        save_file(tensors, os.path.join(tmp, QUANTIZED_WEIGHTS),
+                  metadata={"format": "kbert-quantized", "mode": mode})
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+
+
+def load_quantized(cls, path: str, dtype=None, config_overrides=None):
+    """The model of a quantized folder, quantized as saved; a class, dtype or config
+    override it cannot honour, or a missing, extra or mis-shaped variable, is one
+    ValueError naming it."""
+    import keras
+    from safetensors.numpy import load_file
+
+    from kbert.io import read_json
+
+    info = read_json(os.path.join(path, QUANTIZED_FILE))
+    mode = info.get("quantization_mode")
+    if info.get("class") != cls.__name__:
+        raise ValueError(f"{path}: a quantized {info.get('class')}, not a {cls.__name__}")
+    if dtype is not None or config_overrides:
+        raise ValueError(f"{path}: a quantized ({mode}) folder loads as it was saved; "
+                         "no dtype or config overrides")
+    model = keras.saving.deserialize_keras_object(info["keras_config"])
+    tensors = load_file(os.path.join(path, QUANTIZED_WEIGHTS))
+    names = {v.path for v in model.weights}
+    extra = sorted(set(tensors) - names)
+    if extra:
+        raise ValueError(f"{path}: {QUANTIZED_WEIGHTS} has {extra[0]}, which the "
+                         f"{cls.__name__} of its config does not")
+    for v in model.weights:
+        if v.path not in tensors:
+            raise ValueError(f"{path}: {QUANTIZED_WEIGHTS} lacks {v.path}")
+        value = tensors[v.path]
+        if tuple(value.shape) != tuple(v.shape) or str(value.dtype) != v.dtype:
+            raise ValueError(f"{path}: {v.path} is {value.dtype} {list(value.shape)}, the "
+                             f"model's is {v.dtype} {list(v.shape)}")
+        v.assign(value)
+    return model
 
 
 class Quantizable:

@@ -200,7 +200,9 @@ class BertPretrainer(Quantizable, keras.Model):
     def save_pretrained(self, path, tokenizer=None) -> None:
         """A kbert folder: the encoder's files and `pretraining_heads.safetensors`."""
         from kbert.io import atomic_file
+        from kbert.models.base import refuse_quantized
 
+        refuse_quantized(self)
         path = os.fspath(path)
         self.encoder.save_pretrained(path, tokenizer=tokenizer)
         heads = {k: np.ascontiguousarray(v.numpy()) for k, v in self.head_variables().items()}

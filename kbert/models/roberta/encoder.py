@@ -231,6 +231,8 @@ class RobertaMaskedLM(Quantizable, keras.Model):
         return checkpoints.load_masked_lm(cls, RobertaEncoder, path, dtype=dtype)
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
+        from kbert.models.base import refuse_quantized
         from kbert.models.roberta import checkpoints
 
+        refuse_quantized(self)
         checkpoints.save(self, path, tokenizer=tokenizer)
