@@ -425,6 +425,14 @@ def _peer_table(batches: str, rates) -> None:
               flush=True)
 
 
+def _batch_rows(batches: str, columns: list[str], measure, cells) -> None:
+    """A markdown table, a row per batch size: `measure(batch)` -> results, `cells`
+    (results) -> the row's cells after the batch."""
+    print("| batch | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 1))
+    for batch in map(int, batches.split(",")):
+        print("| " + " | ".join([str(batch)] + cells(measure(batch))) + " |", flush=True)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--config", default="gpt2", help="GPTConfig preset for generation")
@@ -448,55 +456,42 @@ def main(argv=None):
     print(f"# kbert {kbert.__version__}, TF {tf.__version__}, Keras {keras.__version__}, "
           f"keras-hub {keras_hub.__version__}, torch {torch.__version__}, "
           f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    config = kbert.GPTConfig.preset(args.config)
+    shape = (f"GPT-2 {args.config} size, prompt {args.prompt}, {args.new} new tokens "
+             f"(new tokens/s, median of {args.rounds})")
+    run = (args.prompt, args.new)
     if args.only in (None, "generate"):
-        config = kbert.GPTConfig.preset(args.config)
-        print(f"\n## Greedy generation, GPT-2 {args.config} size, prompt {args.prompt}, "
-              f"{args.new} new tokens (new tokens/s, median of {args.rounds})\n")
-        _peer_table(args.batches, lambda batch: bench_generate(
-            config, batch, args.prompt, args.new, args.rounds))
+        print(f"\n## Greedy generation, {shape}\n")
+        _peer_table(args.batches, lambda b: bench_generate(config, b, *run, args.rounds))
     if args.only in (None, "beam"):
-        config = kbert.GPTConfig.preset(args.config)
-        print(f"\n## Beam search ({args.beams} beams), GPT-2 {args.config} size, prompt "
-              f"{args.prompt}, {args.new} new tokens (new tokens/s of the best beam, median "
-              f"of {args.rounds})\n")
-        _peer_table(args.batches, lambda batch: bench_beam(
-            config, batch, args.prompt, args.new, args.beams, args.rounds))
+        print(f"\n## Beam search ({args.beams} beams; the best beam's tokens), {shape}\n")
+        _peer_table(args.batches, lambda b: bench_beam(config, b, *run, args.beams,
+                                                       args.rounds))
     if args.only in (None, "processors"):
-        config = kbert.GPTConfig.preset(args.config)
-        print(f"\n## kbert greedy generation with logits processors, GPT-2 {args.config} "
-              f"size, prompt {args.prompt}, {args.new} new tokens (new tokens/s, median of "
-              f"{args.rounds})\n")
-        print("| batch | plain | repetition_penalty 1.3 | no_repeat_ngram_size 3 | "
-              "penalty / plain | n-gram / plain |\n|---|---|---|---|---|---|")
-        for batch in map(int, args.batches.split(",")):
-            r = bench_processors(config, batch, args.prompt, args.new, args.rounds)
-            print(f"| {batch} | {r['plain']:.1f} | {r['penalty']:.1f} | {r['ngram']:.1f} | "
-                  f"{r['penalty'] / r['plain']:.2f} | {r['ngram'] / r['plain']:.2f} |",
-                  flush=True)
+        print(f"\n## kbert greedy generation with logits processors, {shape}\n")
+        _batch_rows(args.batches, ["plain", "repetition_penalty 1.3", "no_repeat_ngram_size 3",
+                                   "penalty / plain", "n-gram / plain"],
+                    lambda b: bench_processors(config, b, *run, args.rounds),
+                    lambda r: [f"{r['plain']:.1f}", f"{r['penalty']:.1f}", f"{r['ngram']:.1f}",
+                               f"{r['penalty'] / r['plain']:.2f}",
+                               f"{r['ngram'] / r['plain']:.2f}"])
     if args.only in (None, "xla"):
-        config = kbert.GPTConfig.preset(args.config)
-        print(f"\n## kbert greedy generation, XLA against the plain graph, GPT-2 "
-              f"{args.config} size, prompt {args.prompt}, {args.new} new tokens (new tokens/s, "
-              f"median of {args.rounds})\n")
-        print("| batch | XLA | plain graph | XLA / plain |\n|---|---|---|---|")
-        for batch in map(int, args.batches.split(",")):
-            r = bench_xla(config, batch, args.prompt, args.new, args.rounds)
-            print(f"| {batch} | {r['xla']:.1f} | {r['plain']:.1f} | "
-                  f"{r['xla'] / r['plain']:.2f} |", flush=True)
+        print(f"\n## kbert greedy generation, XLA against the plain graph, {shape}\n")
+        _batch_rows(args.batches, ["XLA", "plain graph", "XLA / plain"],
+                    lambda b: bench_xla(config, b, *run, args.rounds),
+                    lambda r: [f"{r['xla']:.1f}", f"{r['plain']:.1f}",
+                               f"{r['xla'] / r['plain']:.2f}"])
     if args.only in (None, "quantized"):
-        config = kbert.GPTConfig.preset(args.config)
-        print(f"\n## Greedy generation with int8 and bfloat16 weights, GPT-2 {args.config} "
-              f"size, prompt {args.prompt}, {args.new} new tokens (new tokens/s, median of "
-              f"{args.rounds})\n")
-        print("| batch | kbert float32 | kbert int8 | kbert bfloat16 | HF torch float32 | "
-              "HF torch int8 | kbert int8 / float32 | kbert bfloat16 / float32 | "
-              "kbert int8 / torch int8 |\n|---|---|---|---|---|---|---|---|---|")
-        for batch in map(int, args.batches.split(",")):
-            r = bench_quantized(config, batch, args.prompt, args.new, args.rounds)
-            print(f"| {batch} | {r['kbert']:.1f} | {r['kbert-int8']:.1f} | "
-                  f"{r['kbert-bf16']:.1f} | {r['hf-torch']:.1f} | {r['hf-torch-int8']:.1f} | "
-                  f"{r['kbert-int8'] / r['kbert']:.2f} | {r['kbert-bf16'] / r['kbert']:.2f} | "
-                  f"{r['kbert-int8'] / r['hf-torch-int8']:.2f} |", flush=True)
+        print(f"\n## Greedy generation with int8 and bfloat16 weights, {shape}\n")
+        _batch_rows(args.batches, ["kbert float32", "kbert int8", "kbert bfloat16",
+                                   "HF torch float32", "HF torch int8", "kbert int8 / float32",
+                                   "kbert bfloat16 / float32", "kbert int8 / torch int8"],
+                    lambda b: bench_quantized(config, b, *run, args.rounds),
+                    lambda r: [f"{r[k]:.1f}" for k in ("kbert", "kbert-int8", "kbert-bf16",
+                                                       "hf-torch", "hf-torch-int8")]
+                    + [f"{r['kbert-int8'] / r['kbert']:.2f}",
+                       f"{r['kbert-bf16'] / r['kbert']:.2f}",
+                       f"{r['kbert-int8'] / r['hf-torch-int8']:.2f}"])
     if args.only == "products":
         config = kbert.GPTConfig.preset(args.config)
         r = bench_products(config, args.rounds)

@@ -117,7 +117,7 @@ def test_the_demo_command_reaches_em_and_f1_95(tmp_path):
     import subprocess
     import sys
 
-    from kbert.export.check import run_fresh
+    from kbert.export.check import run_c_loader
     from kbert.tasks.squad.evaluate import evaluate
 
     out = tmp_path / "squad"
@@ -144,7 +144,7 @@ def test_the_demo_command_reaches_em_and_f1_95(tmp_path):
                 for i in range(0, len(questions), 150)]
     em = {}
     for kind, export in exports.items():
-        answers = [a for r in run_fresh(str(export), requests)["results"]
+        answers = [a for r in run_c_loader(str(export), requests)["results"]
                    for a in r["answer"]["value"]]
         em[kind] = evaluate(dev, {qid: a for (qid, _, _), a in zip(questions, answers)}
                             )["exact_match"]
