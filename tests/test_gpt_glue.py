@@ -98,6 +98,12 @@ def test_a_loaded_classifier_trains_with_its_auxiliary_loss_once_linked(tokenize
     loaded.save(tmp_path / "again.keras")
     again = keras.saving.load_model(tmp_path / "again.keras", compile=False)
     np.testing.assert_allclose(again(x)["logits"], model(x)["logits"], rtol=1e-6)
+    # A bfloat16 copy (`--dtype bfloat16`) is linked again too.
+    from kbert.export.folder import cast_model
+
+    cast = cast_model(model, "bfloat16")
+    cast(x, training=True)
+    assert len(cast.losses) == 1 and cast.get_layer("gpt_decoder").dtype == "bfloat16"
 
 
 def _fine_tune_on_synthetic_pairs(tmp_path, tokenizer, config: dict, flags: list[str]):

@@ -187,7 +187,11 @@ def cast_model(model, dtype: str | None):
         cast.assign(keras.ops.cast(old.value, cast.dtype))
     if getattr(model, "tokenizer", None) is not None:
         new.tokenizer = model.tokenizer
-    return new
+    # What a loaded model needs again (GPT's auxiliary LM loss linked to its decoder).
+    from kbert.models import registry
+
+    after_load = registry.family_of(new).hook("after_load")
+    return after_load(new) if after_load is not None else new
 
 
 def export_variant(model, quantize: str | None = None, dtype: str | None = None):
