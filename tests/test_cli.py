@@ -52,8 +52,12 @@ def tiny_folder(tmp_path):
                                             "write in /proc ("),
     (["--export_dir", "FILE/exp/1"], "error: --export_dir FILE/exp/1: FILE is a file, not a "
                                      "folder"),
-    (["--quantize", "int8"], "error: --quantize int8: quantizes the SavedModel; give "
+    (["--quantize", "int8"], "error: --quantize int8: sets the SavedModel's weights; give "
                              "--export_dir too"),
+    (["--dtype", "bfloat16"], "error: --dtype bfloat16: sets the SavedModel's weights; give "
+                              "--export_dir too"),
+    (["--export_dir", "SERVING/mrpc/1", "--quantize", "int8", "--dtype", "bfloat16"],
+     "error: --quantize int8 and --dtype bfloat16: give one of them"),
 ])
 def test_glue_flags_are_checked_before_any_work(tmp_path, capsys, flags, message):
     out = tmp_path / "out"
