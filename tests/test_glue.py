@@ -233,6 +233,39 @@ def test_synthetic_similarity_regression_is_learned(tmp_path):
     assert {w.dtype for w in saved.weights} == {"float32"}
 
 
+@pytest.mark.e2e
+def test_freeze_encoder_trains_the_head_alone(tmp_path, capsys):
+    """--freeze_encoder: the task folder's encoder weights are the --init_from folder's,
+    so runs from one folder can share it (`python -m kbert.export --heads`)."""
+    import keras
+
+    import kbert
+    from glue_fixtures import COLORS
+    from kbert.export.folder import load_task_folder
+    from kbert.models.interface import find_encoder
+
+    keras.utils.set_random_seed(0)
+    tokenizer = kbert.BertTokenizer(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *COLORS])
+    encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny", vocab_size=tokenizer.vocab_size))
+    encoder.save_pretrained(tmp_path / "bert", tokenizer=tokenizer)
+    folder = synthetic_similarity(str(tmp_path))
+    out = tmp_path / "out"
+    assert cli.main(["--task", "stsb", "--data_dir", folder, "--output_dir", str(out),
+                     "--init_from", str(tmp_path / "bert"), "--freeze_encoder",
+                     "--max_seq_length", "16", "--learning_rate", "1e-2",
+                     "--num_train_epochs", "0.5", "--steps_per_loop", "500"]) == 0
+    _, model, _, _ = load_task_folder(str(out))
+    trained = find_encoder(model)
+    for a, b in zip(encoder.weights, trained.weights):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=b.path)
+    assert json.loads((out / "eval_results.json").read_text())["pearson"] > 0.2
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--task", "stsb", "--data_dir", folder, "--freeze_encoder"])
+    assert exit_.value.code == 2 and capsys.readouterr().err.strip().splitlines()[-1] == (
+        "error: --freeze_encoder: keeps the --init_from encoder as it is; give --init_from")
+
+
 def test_predictions_with_trimmed_padding_are_the_same_and_in_order():
     import keras
 

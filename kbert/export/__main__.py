@@ -6,7 +6,7 @@
         --export_dir serving/bert/1 --seq_length 128
     python -m kbert.export --model_dir gpt2 --task generate --export_dir serving/gpt2/1 \\
         --max_new_tokens 64 --sampler top_p --top_p 0.9
-    python -m kbert.export --heads entities=runs/conll products=runs/products \\
+    python -m kbert.export --heads sentiment=runs/sst2 entities=runs/conll \\
         --export_dir serving/text/1
     python -m kbert.export check serving/squad/1 --serving_version 2.19
 

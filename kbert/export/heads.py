@@ -1,12 +1,13 @@
 """One SavedModel, several task heads over one encoder: one set of encoder weights in
 memory, a signature per head.
 
-    python -m kbert.export --heads entities=runs/conll products=runs/products \\
+    python -m kbert.export --heads sentiment=runs/sst2 entities=runs/conll \\
         --export_dir serving/text/1
 
 Each head is the folder of a kbert task run (classifier, squad or ner) whose encoder
-was frozen while its head trained (NER's `--mode feature`, or heads trained in Python
-over one frozen encoder), so that every folder holds the same encoder weights; a folder
+was frozen while its head trained (GLUE's `--freeze_encoder`, NER's `--mode feature`,
+or heads trained in Python over one frozen encoder), so that every folder holds the
+same encoder weights; a folder
 whose encoder differs is refused, naming the first variable that differs. The heads'
 models are rebuilt over the first folder's encoder object, so the SavedModel holds its
 variables once.

@@ -47,6 +47,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="families fine-tuned with an auxiliary language-model loss "
                             "(GPT): its weight (the GPT paper's lambda; "
                             "finetune-transformer-lm's --lm_coef); 0 leaves it out")
+    model.add_argument("--freeze_encoder", action="store_true",
+                       help="train the head alone over the --init_from encoder (its weights "
+                            "unchanged: runs from one folder can share it in one SavedModel, "
+                            "`python -m kbert.export --heads`)")
     model.add_argument("--model_dir", help="--task ax: the --output_dir of an MNLI run")
     train = p.add_argument_group("training (run_classifier.py defaults)")
     add_training_flags(train, learning_rate=2e-5, epochs=3.0, output_dir="runs/glue",
@@ -74,6 +78,9 @@ def main(argv=None) -> int:
         check_export_dir(args.export_dir, args.overwrite)
         if args.export_dir:
             check_export_support(args, "classifier")
+        if args.freeze_encoder and not args.init_from:
+            raise UsageError("--freeze_encoder: keeps the --init_from encoder as it is; give "
+                             "--init_from")
         if args.lstm_units < 1:
             raise UsageError(f"--lstm_units {args.lstm_units}: must be at least 1")
         if not args.lm_coef >= 0:

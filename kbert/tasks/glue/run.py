@@ -217,10 +217,15 @@ def run(args) -> dict:
     else:
         loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
         metrics = {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
+    def make_model():
+        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
+        if getattr(args, "freeze_encoder", False):  # the head alone learns
+            encoder.trainable = False
+        return build_model(encoder, task, tokenizer, getattr(args, "lstm_units", None),
+                           getattr(args, "lm_coef", None))
+
     model = runtime.build(
-        lambda: build_model(build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG)),
-                            task, tokenizer, getattr(args, "lstm_units", None),
-                            getattr(args, "lm_coef", None)),
+        make_model,
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)
