@@ -149,7 +149,7 @@ def main(argv=None) -> int:
         return _check_main(argv[1:])
     from kbert.cli import UsageError, add_cli_flags, check_export_dir, run_command
     from kbert.export.check import check
-    from kbert.export.folder import check_exportable, export_from_folder
+    from kbert.export.folder import check_exportable, check_variant, export_from_folder
 
     parser = _parser()
     add_cli_flags(parser, training=False)
@@ -198,9 +198,10 @@ def main(argv=None) -> int:
             raise UsageError("give --model_dir and --task (or --heads NAME=FOLDER ...)")
         if not os.path.isdir(args.model_dir):
             raise UsageError(f"--model_dir {args.model_dir}: no such folder")
-        if args.quantize and args.dtype not in (None, "float32"):
-            raise UsageError(f"--quantize {args.quantize} and --dtype {args.dtype}: give one "
-                             "of them")
+        try:
+            check_variant(args.quantize, args.dtype)
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         if args.seq_length is not None and args.seq_length < 3:
             raise UsageError(f"--seq_length {args.seq_length}: must be at least 3")
         if args.task == "generate":

@@ -194,11 +194,16 @@ def cast_model(model, dtype: str | None):
     return after_load(new) if after_load is not None else new
 
 
+def check_variant(quantize: str | None, dtype: str | None) -> None:
+    """One of `quantize` and a `dtype` other than float32 at most, else ValueError."""
+    if quantize and dtype not in (None, "float32"):
+        raise ValueError(f"--quantize {quantize} and --dtype {dtype}: give one of them")
+
+
 def export_variant(model, quantize: str | None = None, dtype: str | None = None):
     """(the model to export, its variant name or None): quantized in place
     (`quantize_model`) or a `dtype` copy (`cast_model`); one of the two at most."""
-    if quantize and dtype not in (None, "float32"):
-        raise ValueError(f"--quantize {quantize} and --dtype {dtype}: give one of them")
+    check_variant(quantize, dtype)
     if quantize:
         return quantize_model(model, quantize), quantize
     if dtype not in (None, "float32"):

@@ -201,8 +201,12 @@ def check_quantize_flag(args) -> None:
         if value and not getattr(args, "export_dir", None):
             raise UsageError(f"--{flag} {value}: sets the SavedModel's weights; give "
                              "--export_dir too")
-    if quantize and dtype not in (None, "float32"):
-        raise UsageError(f"--quantize {quantize} and --dtype {dtype}: give one of them")
+    from kbert.export.folder import check_variant
+
+    try:
+        check_variant(quantize, dtype)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 TASK_NEEDS = {"squad": "character offsets",
