@@ -63,15 +63,19 @@ def write_batching_file(export_dir: str, path: str | None) -> str:
     from kbert.export.warmup import read_warmup_requests
     from kbert.io import atomic_file
 
-    requests = [r for name, r in read_warmup_requests(export_dir, with_signatures=True)
-                if name == "serving_default"]
-    request = max(requests, key=lambda r: len(next(iter(r.values()))))
-    times = batching.sweep(export_dir, request)
+    warmup = read_warmup_requests(export_dir, with_signatures=True)
+    # serving_default's requests; a SavedModel of several heads warms each head's
+    # signature instead (serving_default is the first head's).
+    names = [name for name, _ in warmup]
+    signature = "serving_default" if "serving_default" in names else names[0]
+    request = max((r for name, r in warmup if name == signature),
+                  key=lambda r: len(next(iter(r.values()))))
+    times = batching.sweep(export_dir, request, signature=signature)
     params = batching.choose(times)
     path = path or batching.default_path(export_dir)
     with atomic_file(path) as f:
         f.write(batching.to_text(params))
-    print("  batch sweep (serving_default, ms per call): " + ", ".join(
+    print(f"  batch sweep ({signature}, ms per call): " + ", ".join(
         f"{size} {t * 1e3:.1f}" for size, t in sorted(times.items())))
     print(f"  wrote {path}: max_batch_size {params['max_batch_size']}, "
           f"batch_timeout_micros {params['batch_timeout_micros']}; serve with "

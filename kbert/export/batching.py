@@ -28,12 +28,12 @@ BUDGET_S = 20.0  # the sweep stops at the first size past this much time
 
 
 def sweep(export_dir: str, request: dict, sizes=SIZES, calls: int = 3,
-          budget_s: float = BUDGET_S) -> dict[int, float]:
-    """{batch size: median seconds of a `serving_default` call} for `request`'s rows
-    repeated to each size; stops early once `budget_s` is spent."""
+          budget_s: float = BUDGET_S, signature: str = "serving_default") -> dict[int, float]:
+    """{batch size: median seconds of a `signature` call} for `request`'s rows repeated
+    to each size; stops early once `budget_s` is spent."""
     import tensorflow as tf
 
-    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+    serve = tf.saved_model.load(export_dir).signatures[signature]
     rows = len(next(iter(request.values())))
     times, start = {}, time.perf_counter()
     for size in sizes:
