@@ -72,9 +72,9 @@ def test_each_head_answers_as_its_own_export_with_one_encoder(folders, tmp_path)
     assert default == run_fresh(str(tmp_path / "sst" / "1"),
                                 [{"text": TEXTS}])["results"][0]
     # `export check`'s batching sweep runs the first head's warmup requests.
-    from kbert.export.__main__ import write_batching_file
+    from kbert.export.batching import tune
 
-    write_batching_file(str(multi), str(tmp_path / "batching.txt"))
+    tune(str(multi), str(tmp_path / "batching.txt"))
     assert "max_batch_size { value: " in (tmp_path / "batching.txt").read_text()
     # The encoder's variables once: the heads' exports less one encoder.
     sst, ner, both = (_variables(tmp_path / "sst" / "1"), _variables(tmp_path / "ner" / "1"),

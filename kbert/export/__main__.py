@@ -57,24 +57,10 @@ def _check_main(argv) -> int:
 
 
 def write_batching_file(export_dir: str, path: str | None) -> str:
-    """Sweeps the export's serving_default on its largest warmup request and writes the
-    batching parameters (`kbert.export.batching`); prints what it chose."""
+    """`kbert.export.batching.tune`, with what it measured and chose printed."""
     from kbert.export import batching
-    from kbert.export.warmup import read_warmup_requests
-    from kbert.io import atomic_file
 
-    warmup = read_warmup_requests(export_dir, with_signatures=True)
-    # serving_default's requests; a SavedModel of several heads warms each head's
-    # signature instead (serving_default is the first head's).
-    names = [name for name, _ in warmup]
-    signature = "serving_default" if "serving_default" in names else names[0]
-    request = max((r for name, r in warmup if name == signature),
-                  key=lambda r: len(next(iter(r.values()))))
-    times = batching.sweep(export_dir, request, signature=signature)
-    params = batching.choose(times)
-    path = path or batching.default_path(export_dir)
-    with atomic_file(path) as f:
-        f.write(batching.to_text(params))
+    path, signature, times, params = batching.tune(export_dir, path)
     print(f"  batch sweep ({signature}, ms per call): " + ", ".join(
         f"{size} {t * 1e3:.1f}" for size, t in sorted(times.items())))
     print(f"  wrote {path}: max_batch_size {params['max_batch_size']}, "

@@ -83,3 +83,24 @@ def default_path(export_dir: str) -> str:
     loads only the numbered ones)."""
     return os.path.join(os.path.dirname(os.path.abspath(export_dir)),
                         "batching_parameters.txt")
+
+
+def tune(export_dir: str, path: str | None = None):
+    """Sweeps the export on its largest warmup request and writes the parameters to
+    `path` (default `default_path`), atomically: -> (path, signature swept, times,
+    params). serving_default's requests; a SavedModel of several heads warms each head's
+    signature instead (serving_default is the first head's), so the first of those."""
+    from kbert.export.warmup import read_warmup_requests
+    from kbert.io import atomic_file
+
+    warmup = read_warmup_requests(export_dir, with_signatures=True)
+    names = [name for name, _ in warmup]
+    signature = "serving_default" if "serving_default" in names else names[0]
+    request = max((r for name, r in warmup if name == signature),
+                  key=lambda r: len(next(iter(r.values()))))
+    times = sweep(export_dir, request, signature=signature)
+    params = choose(times)
+    path = path or default_path(export_dir)
+    with atomic_file(path) as f:
+        f.write(to_text(params))
+    return path, signature, times, params
