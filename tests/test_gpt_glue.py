@@ -104,7 +104,7 @@ def test_a_loaded_classifier_trains_with_its_auxiliary_loss_once_linked(tokenize
     cast = cast_model(model, "bfloat16")
     cast(x, training=True)
     assert len(cast.losses) == 1
-    assert {w.dtype for w in cast.get_layer("gpt_decoder").weights} == {"bfloat16"}
+    assert {w.dtype for w in cast.get_layer(decoder.name).weights} == {"bfloat16"}
 
 
 def _fine_tune_on_synthetic_pairs(tmp_path, tokenizer, config: dict, flags: list[str]):
