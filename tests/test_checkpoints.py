@@ -47,14 +47,14 @@ def test_save_pretrained_is_atomic(tmp_path, monkeypatch):
     first = BertEncoder(odd_config())
     first.save_pretrained(tmp_path / "kb")
     before = (tmp_path / "kb" / "model.safetensors").read_bytes()
-    import safetensors.numpy
+    from kbert.convert import folders
 
-    def crash(tensors, path, metadata=None):
+    def crash(path, tensors, metadata=None, **kwargs):
         with open(path, "wb") as f:
             f.write(b"half a file")
         raise KeyboardInterrupt("killed mid-write")
 
-    monkeypatch.setattr(safetensors.numpy, "save_file", crash)
+    monkeypatch.setattr(folders, "write_safetensors", crash)
     with pytest.raises(KeyboardInterrupt):
         BertEncoder(odd_config(hidden_size=16, num_heads=2)).save_pretrained(tmp_path / "kb")
     assert (tmp_path / "kb" / "model.safetensors").read_bytes() == before

@@ -8,12 +8,15 @@ Its name table (`Rule`s) then maps the normalized names to its variables
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import struct
+from collections.abc import Mapping
 from typing import Callable
 
 import numpy as np
 
-from kbert.convert.readers import read_hf_folder_weights, read_safetensors
+from kbert.convert.readers import LazyTensors, lazy, read_hf_folder_weights, read_safetensors
 from kbert.io import atomic_directory, read_json
 
 WEIGHTS = "model.safetensors"
@@ -55,15 +58,17 @@ def detect_format(folder: str, spec: FolderSpec) -> str:
     raise FileNotFoundError(f"{folder}: no config.json (kbert or Hugging Face){others}")
 
 
-def hf_tensors(folder: str, spec: FolderSpec) -> tuple[dict, dict, str]:
+def hf_tensors(folder: str, spec: FolderSpec) -> tuple[LazyTensors, dict, str]:
     """A Hugging Face folder's tensors by normalized name (`spec.hf_prefix` removed,
-    `spec.normalize` applied), the names as stored, and the file read."""
+    `spec.normalize` applied; each read when asked for), the names as stored, and the
+    file read."""
     raw, source = read_hf_folder_weights(folder)
-    tensors, display = {}, {}
-    for key, value in raw.items():
+    readers, display = {}, {}
+    for key in raw:
         name = spec.normalize(key.removeprefix(spec.hf_prefix))
-        tensors[name], display[name] = value, key
-    return tensors, display, source
+        readers[name], display[name] = (lambda key=key: raw[key]), key
+    return (LazyTensors(readers, {n: raw.shape(k) for n, k in display.items()}, raw.fresh),
+            display, source)
 
 
 def read_folder(folder, spec: FolderSpec):
@@ -92,17 +97,52 @@ def with_overrides(config, overrides: dict):
     return type(config).from_dict({**config.to_dict(), **overrides})
 
 
-def write_folder(path, config, tensors: dict[str, np.ndarray], tokenizer=None,
+def write_folder(path, config, tensors: Mapping[str, np.ndarray], tokenizer=None,
                  layout: str = "kbert") -> None:
-    """A kbert folder: `config.json` (with `kbert_model`), `model.safetensors` (float32,
-    contiguous; `layout` in its metadata: "pt" where the tensors are in PyTorch's layout)
-    and the tokenizer's files; a crash leaves the old folder or the new one."""
-    from safetensors.numpy import save_file
-
-    tensors = {name: np.ascontiguousarray(np.asarray(value, dtype=np.float32))
-               for name, value in tensors.items()}
+    """A kbert folder: `config.json` (with `kbert_model`), `model.safetensors` (float32;
+    `layout` in its metadata: "pt" where the tensors are in PyTorch's layout; written
+    tensor by tensor from a `LazyTensors` that knows its shapes) and the tokenizer's
+    files; a crash leaves the old folder or the new one."""
     with atomic_directory(path) as tmp:
         config.to_json_file(os.path.join(tmp, CONFIG))
-        save_file(tensors, os.path.join(tmp, WEIGHTS), metadata={"format": layout})
+        write_safetensors(os.path.join(tmp, WEIGHTS), tensors, {"format": layout})
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
+
+
+def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
+                      metadata: dict[str, str] | None = None, dtype=np.float32,
+                      dtypes: dict[str, str] | None = None) -> None:
+    """A safetensors file (the public format: an 8-byte little-endian header length, the
+    JSON header, the data; tensors in name order, as `safetensors` orders tensors of one
+    dtype), every tensor as `dtype` (or as `dtypes[name]`). The header is made from the shapes alone, then each
+    tensor is asked for, converted and written before the next, so the whole model is
+    never copied in memory. Not atomic by itself: `write_folder` writes it in its
+    temporary folder."""
+    tensors = lazy(tensors)
+    codes = {"float32": "F32", "float16": "F16", "int8": "I8", "int32": "I32",
+             "int64": "I64", "float64": "F64", "uint8": "U8"}
+    header: dict = {"__metadata__": dict(metadata)} if metadata else {}
+    names = sorted(tensors)
+    kinds = {name: np.dtype((dtypes or {}).get(name, dtype)) for name in names}
+    offset = 0
+    for name in names:
+        shape = tensors.shape(name)
+        if shape is None:
+            raise ValueError(f"{path}: {name}: no shape known before it is made")
+        size = int(np.prod(shape, dtype=np.int64)) * kinds[name].itemsize
+        header[name] = {"dtype": codes[kinds[name].name], "shape": list(shape),
+                        "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)  # the data starts 8-byte aligned, as safetensors pads
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for name in names:
+            value = np.ascontiguousarray(np.asarray(tensors[name], dtype=kinds[name]))
+            if tuple(value.shape) != tuple(header[name]["shape"]):
+                raise ValueError(f"{path}: {name} is {list(value.shape)}, its header says "
+                                 f"{header[name]['shape']}")
+            f.write(memoryview(value).cast("B"))
+            del value

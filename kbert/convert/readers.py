@@ -1,7 +1,15 @@
-"""Readers of checkpoint formats into {name: numpy array}; errors name the file.
+"""Readers of checkpoint formats into lazy {name: numpy array} mappings; errors name the
+file.
 
-- safetensors (Hugging Face, kbert folders),
-- PyTorch pickles (`pytorch_model.bin`; needs torch, loaded with weights_only=True),
+A reader opens the file, checks it and lists its tensors; a tensor is read only when it is
+asked for (`tensors[name]`) and is not kept, so a loader that converts and assigns one
+tensor before asking for the next holds about one tensor beside the model
+(`kbert.convert.rules.load_into`).
+
+- safetensors (Hugging Face, kbert folders): checked by `safetensors`, each tensor read
+  by its offsets (no memory map whose pages stay resident),
+- PyTorch pickles (`pytorch_model.bin`; needs torch; `weights_only=True`, memory-mapped
+  where the file is a zip archive),
 - TensorFlow checkpoints (Google's BERT, OpenAI's GPT-2: `*.ckpt.index` + data),
 - HDF5 weight files (bilm-tf and AllenNLP ELMo): datasets by their full path.
 """
@@ -10,35 +18,148 @@ from __future__ import annotations
 
 import glob
 import os
-from typing import Callable
+from collections.abc import Mapping
+from typing import Callable, Iterator
 
 import numpy as np
 
 
-def read_safetensors(path: str) -> dict[str, np.ndarray]:
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
+class LazyTensors(Mapping):
+    """Tensors by name, each made by its reader when asked for and not cached. `shapes`
+    (optional) gives each tensor's shape without reading it. `fresh`: every array read
+    is new memory that nothing else holds or writes (a file read into a new buffer),
+    so a variable may take it over without a copy (`kbert.convert.rules.load_into`)."""
+
+    def __init__(self, readers: dict[str, Callable[[], np.ndarray]],
+                 shapes: dict[str, tuple] | None = None, fresh: bool = False):
+        self._readers = dict(readers)
+        self._shapes = dict(shapes or {})
+        self.fresh = fresh
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._readers[name]()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._readers)
+
+    def __len__(self) -> int:
+        return len(self._readers)
+
+    def __contains__(self, name) -> bool:  # Mapping's own would read the tensor
+        return name in self._readers
+
+    def __repr__(self) -> str:
+        return f"LazyTensors({len(self)} tensors)"
+
+    def shape(self, name: str) -> tuple | None:
+        return self._shapes.get(name)
+
+    def subset(self, keep: Callable[[str], bool]) -> "LazyTensors":
+        """The tensors whose names `keep` accepts (nothing is read)."""
+        return LazyTensors({k: r for k, r in self._readers.items() if keep(k)},
+                           {k: s for k, s in self._shapes.items() if keep(k)}, self.fresh)
+
+
+def lazy(tensors: Mapping) -> LazyTensors:
+    """`tensors` as a LazyTensors (a dict of arrays: each array returned as is)."""
+    if isinstance(tensors, LazyTensors):
+        return tensors
+    return LazyTensors({k: (lambda k=k: tensors[k]) for k in tensors},
+                       {k: tuple(np.shape(v)) for k, v in tensors.items()})
+
+
+_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16",
+                       "BF16": "bfloat16", "I64": "int64", "I32": "int32", "I16": "int16",
+                       "I8": "int8", "U8": "uint8", "BOOL": "bool"}
+
+
+def read_safetensors(path: str) -> LazyTensors:
+    """A safetensors file, checked by `safetensors` itself; each tensor then read by its
+    offsets (the format's public header) into fresh 64-byte-aligned memory, which a
+    variable takes over without another copy, and no memory map keeps pages resident."""
+    import json
+    import struct
+
+    from safetensors import SafetensorError, safe_open
+
+    def failed(e):
+        return ValueError(f"{path}: cannot read safetensors ({e})")
 
     try:
-        return load_file(path)
-    except (SafetensorError, OSError) as e:
-        raise ValueError(f"{path}: cannot read safetensors ({e})") from None
+        with safe_open(path, framework="numpy"):
+            pass
+        with open(path, "rb") as f:
+            (size,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(size))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise failed(e) from None
+    header.pop("__metadata__", None)
+    start = 8 + size
+
+    def reader(name, info):
+        begin, end = info["data_offsets"]
+        kind = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if kind is None:
+            raise ValueError(f"{path}: {name}: dtype {info['dtype']} is not supported")
+        if kind == "bfloat16":
+            import ml_dtypes
+
+            kind = ml_dtypes.bfloat16
+
+        def read():
+            buffer = _aligned_bytes(end - begin)
+            try:
+                with open(path, "rb") as f:
+                    f.seek(start + begin)
+                    if f.readinto(memoryview(buffer)) != end - begin:
+                        raise OSError(f"{name}: the file ends inside the tensor")
+            except OSError as e:
+                raise failed(e) from None
+            return buffer.view(kind).reshape(info["shape"])
+        return read
+
+    return LazyTensors({k: reader(k, v) for k, v in header.items()},
+                       {k: tuple(v["shape"]) for k, v in header.items()}, fresh=True)
 
 
-def read_torch_bin(path: str) -> dict[str, np.ndarray]:
+def _aligned_bytes(size: int, alignment: int = 64) -> np.ndarray:
+    """`size` uninitialized bytes starting on an `alignment` boundary (what TensorFlow's
+    kernels expect of a buffer a variable takes over)."""
+    raw = np.empty(size + alignment, dtype=np.uint8)
+    skip = -raw.ctypes.data % alignment
+    return raw[skip: skip + size]
+
+
+def read_torch_bin(path: str) -> LazyTensors:
     try:
         import torch
     except ImportError:
         raise ImportError(
             f"{path} is a PyTorch pickle; reading it needs `torch`. Install torch, or "
             "convert the folder to model.safetensors.") from None
+
+    def failed(e):
+        return ValueError(f"{path}: cannot read PyTorch weights ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0] if str(e) else ''})")
+
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        try:  # memory-mapped: a tensor's pages are read when it is converted
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError as e:
+            if "mmap" not in str(e):
+                raise
+            state = torch.load(path, map_location="cpu", weights_only=True)  # legacy format
     except Exception as e:  # torch raises RuntimeError/UnpicklingError with long texts
-        raise ValueError(f"{path}: cannot read PyTorch weights ({type(e).__name__}: "
-                         f"{str(e).splitlines()[0] if str(e) else ''})") from None
-    return {k: v.float().numpy() if v.is_floating_point() else v.numpy()
-            for k, v in state.items()}
+        raise failed(e) from None
+
+    def reader(name):
+        def read():
+            v = state[name]
+            return (v.float() if v.is_floating_point() else v).numpy()
+        return read
+
+    return LazyTensors({k: reader(k) for k in state},
+                       {k: tuple(v.shape) for k, v in state.items()})
 
 
 def tf_checkpoint_prefix(folder_or_prefix: str) -> str:
@@ -58,8 +179,9 @@ def tf_checkpoint_prefix(folder_or_prefix: str) -> str:
 
 
 def read_tf_checkpoint(folder_or_prefix: str, keep: Callable[[str], bool] = lambda name: True
-                       ) -> tuple[dict[str, np.ndarray], str]:
-    """(tensors whose names `keep` accepts, the checkpoint prefix)."""
+                       ) -> tuple[LazyTensors, str]:
+    """(tensors whose names `keep` accepts, the checkpoint prefix); each tensor is read
+    from the checkpoint's data file when asked for."""
     import tensorflow as tf
 
     prefix = tf_checkpoint_prefix(folder_or_prefix)
@@ -68,36 +190,49 @@ def read_tf_checkpoint(folder_or_prefix: str, keep: Callable[[str], bool] = lamb
     except Exception as e:  # tf raises DataLossError / NotFoundError with long texts
         raise ValueError(f"{prefix}: cannot read TF checkpoint ({type(e).__name__}: "
                          f"{str(e).splitlines()[0]})") from None
-    tensors = {}
-    for name in sorted(reader.get_variable_to_shape_map()):
-        if not keep(name):
-            continue
-        try:
-            tensors[name] = reader.get_tensor(name)
-        except Exception as e:
-            raise ValueError(f"{prefix}: variable {name} cannot be read "
-                             f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
-    return tensors, prefix
+
+    def tensor(name):
+        def read():
+            try:
+                return reader.get_tensor(name)
+            except Exception as e:
+                raise ValueError(f"{prefix}: variable {name} cannot be read "
+                                 f"({type(e).__name__}: {str(e).splitlines()[0]})") from None
+        return read
+
+    shapes = {name: tuple(shape) for name, shape
+              in sorted(reader.get_variable_to_shape_map().items()) if keep(name)}
+    return LazyTensors({name: tensor(name) for name in shapes}, shapes, fresh=True), prefix
 
 
-def read_hdf5(path: str) -> dict[str, np.ndarray]:
+def read_hdf5(path: str) -> LazyTensors:
     """Every dataset of an HDF5 file by its path without the leading slash
-    (`RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0`)."""
+    (`RNN_0/RNN/MultiRNNCell/Cell0/LSTMCell/W_0`), each read when asked for."""
     import h5py
 
-    tensors: dict[str, np.ndarray] = {}
+    shapes: dict[str, tuple] = {}
     try:
         with h5py.File(path, "r") as f:
             def visit(name, obj):
                 if isinstance(obj, h5py.Dataset):
-                    tensors[name] = np.asarray(obj[()])
+                    shapes[name] = tuple(obj.shape)
             f.visititems(visit)
     except OSError as e:
         raise ValueError(f"{path}: cannot read HDF5 ({e})") from None
-    return tensors
+
+    def dataset(name):
+        def read():
+            try:
+                with h5py.File(path, "r") as f:
+                    return np.asarray(f[name][()])
+            except OSError as e:
+                raise ValueError(f"{path}: {name}: cannot read HDF5 ({e})") from None
+        return read
+
+    return LazyTensors({name: dataset(name) for name in shapes}, shapes, fresh=True)
 
 
-def read_weights_file(path: str) -> dict[str, np.ndarray]:
+def read_weights_file(path: str) -> LazyTensors:
     """By extension: `.safetensors`, `.bin`/`.pt`, `.hdf5`/`.h5`."""
     if path.endswith(".safetensors"):
         return read_safetensors(path)
@@ -108,7 +243,7 @@ def read_weights_file(path: str) -> dict[str, np.ndarray]:
     raise ValueError(f"{path}: unknown weights format (expected .safetensors, .bin, .hdf5)")
 
 
-def read_hf_folder_weights(folder: str) -> tuple[dict[str, np.ndarray], str]:
+def read_hf_folder_weights(folder: str) -> tuple[LazyTensors, str]:
     """A Hugging Face model folder's weights, as stored: `model.safetensors`, else
     `pytorch_model.bin`. Returns (tensors by name, the file read)."""
     for name, reader in (("model.safetensors", read_safetensors),
@@ -117,4 +252,3 @@ def read_hf_folder_weights(folder: str) -> tuple[dict[str, np.ndarray], str]:
         if os.path.exists(path):
             return reader(path), path
     raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
-

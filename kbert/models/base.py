@@ -21,12 +21,21 @@ class Pretrained:
         Hugging Face folder, or the family's other reference formats; a quantized kbert
         folder loads quantized). A missing, extra or mis-shaped variable raises a
         ValueError that names it; a folder of another family, one naming it.
-        `config_overrides` replace config fields (`dropout=0.0`)."""
+        `config_overrides` replace config fields (`dropout=0.0`).
+
+        The model is built without computing random values for the weights the folder
+        provides, and the folder is read tensor by tensor, each converted and assigned
+        before the next (`kbert.convert.initialization`, `kbert.convert.load_into`):
+        the peak memory is about the model's own. `dtype="bfloat16"` builds bfloat16
+        variables, so half that."""
+        from kbert.convert import initialization
+
         path = os.fspath(path)
-        if os.path.exists(os.path.join(path, QUANTIZED_FILE)):
-            return load_quantized(cls, path, dtype, config_overrides)
-        module = importlib.import_module(cls.checkpoints)
-        return module.load(cls, path, dtype=dtype, **config_overrides)
+        with initialization.deferred():
+            if os.path.exists(os.path.join(path, QUANTIZED_FILE)):
+                return load_quantized(cls, path, dtype, config_overrides)
+            module = importlib.import_module(cls.checkpoints)
+            return module.load(cls, path, dtype=dtype, **config_overrides)
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
         """Writes a kbert folder atomically: `config.json`, `model.safetensors` and,
@@ -61,17 +70,19 @@ def save_quantized(model, path, mode: str, tokenizer=None) -> None:
     import json
 
     import keras
-    import numpy as np
-    from safetensors.numpy import save_file
 
+    from kbert.convert import LazyTensors
+    from kbert.convert.folders import write_safetensors
     from kbert.io import atomic_directory
     from kbert.models import registry
 
-    tensors = {}
+    variables = {}
     for v in model.weights:
-        if v.path in tensors:
+        if v.path in variables:
             raise ValueError(f"{type(model).__name__}: two variables named {v.path}")
-        tensors[v.path] = np.ascontiguousarray(np.asarray(v.numpy()))
+        variables[v.path] = v
+    tensors = LazyTensors({name: v.numpy for name, v in variables.items()},
+                          {name: tuple(v.shape) for name, v in variables.items()})
     info = {"class": type(model).__name__, "quantization_mode": mode,
             "keras_config": keras.saving.serialize_keras_object(model)}
     with atomic_directory(path) as tmp:
@@ -80,8 +91,9 @@ def save_quantized(model, path, mode: str, tokenizer=None) -> None:
                        "quantization_mode": mode}, f, indent=2)
         with open(os.path.join(tmp, QUANTIZED_FILE), "w", encoding="utf-8") as f:
             json.dump(info, f, indent=2)
-        save_file(tensors, os.path.join(tmp, QUANTIZED_WEIGHTS),
-                  metadata={"format": "kbert-quantized", "mode": mode})
+        write_safetensors(os.path.join(tmp, QUANTIZED_WEIGHTS), tensors,
+                          {"format": "kbert-quantized", "mode": mode},
+                          dtypes={name: v.dtype for name, v in variables.items()})
         if tokenizer is not None:
             tokenizer.save_pretrained(tmp)
 
@@ -91,8 +103,8 @@ def load_quantized(cls, path: str, dtype=None, config_overrides=None):
     override it cannot honour, or a missing, extra or mis-shaped variable, is one
     ValueError naming it."""
     import keras
-    from safetensors.numpy import load_file
 
+    from kbert.convert import initialization, read_safetensors
     from kbert.io import read_json
 
     info = read_json(os.path.join(path, QUANTIZED_FILE))
@@ -103,7 +115,7 @@ def load_quantized(cls, path: str, dtype=None, config_overrides=None):
         raise ValueError(f"{path}: a quantized ({mode}) folder loads as it was saved; "
                          "no dtype or config overrides")
     model = keras.saving.deserialize_keras_object(info["keras_config"])
-    tensors = load_file(os.path.join(path, QUANTIZED_WEIGHTS))
+    tensors = read_safetensors(os.path.join(path, QUANTIZED_WEIGHTS))
     names = {v.path for v in model.weights}
     extra = sorted(set(tensors) - names)
     if extra:
@@ -117,6 +129,7 @@ def load_quantized(cls, path: str, dtype=None, config_overrides=None):
             raise ValueError(f"{path}: {v.path} is {value.dtype} {list(value.shape)}, the "
                              f"model's is {v.dtype} {list(v.shape)}")
         v.assign(value)
+        initialization.provided(v)
     return model
 
 

@@ -130,10 +130,8 @@ def assign(encoder, tensors: dict, fmt: str, source: str, display: dict | None =
     Raises ValueError naming every missing, unexpected or mis-shaped variable.
     """
     targets = variable_map(encoder)
-    values = convert.convert(tensors, rules(targets, fmt),
-                             {k: tuple(v.shape) for k, v in targets.items()}, source,
-                             "BertEncoder", owned=_owned_by_encoder(fmt), display=display)
-    convert.assign(targets, values)
+    convert.load_into(targets, tensors, rules(targets, fmt), source, "BertEncoder",
+                      owned=_owned_by_encoder(fmt), display=display)
 
 
 def load(cls, path, dtype=None, **config_overrides):
@@ -145,7 +143,9 @@ def load(cls, path, dtype=None, **config_overrides):
 
 
 def save(encoder, path, tokenizer=None) -> None:
-    """Writes a kbert folder (Google's names); a crash leaves the old folder or the new."""
-    folders.write_folder(path, encoder.config,
-                         {name: var.numpy() for name, var in variable_map(encoder).items()},
-                         tokenizer)
+    """Writes a kbert folder (Google's names), tensor by tensor; a crash leaves the old
+    folder or the new."""
+    targets = variable_map(encoder)
+    tensors = convert.LazyTensors({name: var.numpy for name, var in targets.items()},
+                                  {name: tuple(var.shape) for name, var in targets.items()})
+    folders.write_folder(path, encoder.config, tensors, tokenizer)

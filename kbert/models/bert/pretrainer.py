@@ -154,8 +154,16 @@ class BertPretrainer(Quantizable, keras.Model):
     def from_pretrained(cls, path, dtype=None) -> "BertPretrainer":
         """A Google folder with `cls/*` variables, a Hugging Face `BertForPreTraining`
         folder, or a kbert folder written by `save_pretrained`. A missing or
-        mis-shaped head variable is an error naming it."""
-        folder = os.fspath(path)
+        mis-shaped head variable is an error naming it. Loaded as
+        `Pretrained.from_pretrained` loads (no random values for loaded weights, tensor
+        by tensor)."""
+        from kbert.convert import initialization
+
+        with initialization.deferred():
+            return cls._load(os.fspath(path), dtype)
+
+    @classmethod
+    def _load(cls, folder, dtype) -> "BertPretrainer":
         fmt = checkpoints.detect_format(folder)
         if fmt == "google":
             from kbert.models.bert.config import BertConfig
@@ -176,8 +184,8 @@ class BertPretrainer(Quantizable, keras.Model):
             source_heads = heads_path
         else:
             prefix = "cls/" if fmt == "google" else "cls."
-            heads = {k: v for k, v in tensors.items() if k.startswith(prefix)}
-            tensors = {k: v for k, v in tensors.items() if not k.startswith(prefix)}
+            heads = tensors.subset(lambda k: k.startswith(prefix))
+            tensors = tensors.subset(lambda k: not k.startswith(prefix))
             source_heads = source
         encoder = BertEncoder(config, dtype=dtype)
         checkpoints.assign(encoder, tensors, fmt, source, display)
@@ -191,9 +199,8 @@ class BertPretrainer(Quantizable, keras.Model):
         else:
             rules = [convert.Rule(name, (name,)) for name in HEAD_NAMES]
             owned = lambda key: True  # noqa: E731
-        values = convert.convert(heads, rules, {k: tuple(v.shape) for k, v in targets.items()},
-                                 source_heads, "BertPretrainer", owned=owned, display=display)
-        convert.assign(targets, values)
+        convert.load_into(targets, heads, rules, source_heads, "BertPretrainer", owned=owned,
+                          display=display)
         logger.info("Loaded BertPretrainer (%s format) from %s", fmt, source)
         return model
 
@@ -207,7 +214,7 @@ class BertPretrainer(Quantizable, keras.Model):
         self.encoder.save_pretrained(path, tokenizer=tokenizer)
         heads = {k: np.ascontiguousarray(v.numpy()) for k, v in self.head_variables().items()}
         with atomic_file(os.path.join(path, HEADS_FILE), "wb") as f:
-            f.write(_safetensors_bytes(heads))
+            f.write(_safetensors_bytes(heads))  # small: the heads without the token table
 
     # ------------------------------------------------------------ inputs
     @staticmethod

@@ -49,9 +49,7 @@ def load(cls, folder: str, dtype=None, stateful: bool = False, **kwargs):
     tensors = convert.read_hdf5(source)
     targets = model.weight_map()
     rules = [convert.Rule(name, (name,)) for name in targets]
-    values = convert.convert(tensors, rules, {k: tuple(v.shape) for k, v in targets.items()},
-                             source, "ELMo")
-    convert.assign(targets, values)
+    convert.load_into(targets, tensors, rules, source, "ELMo")
     return model
 
 

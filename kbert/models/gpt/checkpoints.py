@@ -86,9 +86,18 @@ def _openai_tensors(folder: str) -> tuple[dict, dict, str]:
     c_fc/w` [1, in, out] -> `h.3.mlp.c_fc.weight` [in, out]; `g`/`b` of a LayerNorm ->
     `weight`/`bias`."""
     raw, source = convert.read_tf_checkpoint(folder)
-    tensors, display = {}, {}
-    for name, value in raw.items():
+    readers, display = {}, {}
+
+    def kernel(name):
+        def read():
+            value = raw[name]
+            # conv1d kernels carry a leading axis of 1
+            return value[0] if value.ndim == 3 and value.shape[0] == 1 else value
+        return read
+
+    for name in raw:
         m = _OPENAI_NAME.fullmatch(name)
+        read = lambda name=name: raw[name]  # noqa: E731
         if m is None:
             key = name  # unexpected: reported by the converter under its own name
         elif m.group(4):
@@ -97,10 +106,10 @@ def _openai_tensors(folder: str) -> tuple[dict, dict, str]:
             layer, sub, kind = m.groups()[:3]
             key = ((f"h.{layer}." if layer is not None else "") + sub.replace("/", ".")
                    + (".bias" if kind == "b" else ".weight"))
-            if kind == "w" and value.ndim == 3 and value.shape[0] == 1:
-                value = value[0]  # conv1d kernels carry a leading axis of 1
-        tensors[key], display[key] = value, name
-    return tensors, display, source
+            if kind == "w":
+                read = kernel(name)
+        readers[key], display[key] = read, name
+    return convert.LazyTensors(readers, fresh=raw.fresh), display, source
 
 
 SPEC = folders.FolderSpec(GPTConfig, hf_prefix="transformer.",
@@ -140,10 +149,8 @@ def assign(decoder, tensors: dict, source: str, display: dict | None = None) -> 
         for rule in table:  # a missing variable is named as the file would store it
             for name in rule.sources:
                 display.setdefault(name, "transformer." + name)
-    values = convert.convert(tensors, table,
-                             {k: tuple(v.shape) for k, v in targets.items()}, source,
-                             "GPTDecoder", owned=_owned, display=display)
-    convert.assign(targets, values)
+    convert.load_into(targets, tensors, table, source, "GPTDecoder", owned=_owned,
+                      display=display)
 
 
 def load(cls, path, dtype=None, **config_overrides):
@@ -157,16 +164,17 @@ def load(cls, path, dtype=None, **config_overrides):
 
 def save(decoder, path, tokenizer=None) -> None:
     """A kbert folder: config.json and model.safetensors in Hugging Face's layout
-    (`c_attn` fused again); a crash leaves the old folder or the new one."""
-    tensors: dict[str, np.ndarray] = {}
-    parts: dict[str, list] = {}
+    (`c_attn` fused again), written tensor by tensor; a crash leaves the old folder or
+    the new one."""
+    readers, shapes, parts = {}, {}, {}
     for name, var in variable_map(decoder).items():
-        value = np.asarray(var.numpy(), dtype=np.float32)
         fused = re.fullmatch(r"(.*\.c_attn\.(?:weight|bias))\.(query|key|value)", name)
         if fused:
-            parts.setdefault(fused.group(1), []).append(value)
+            parts.setdefault(fused.group(1), []).append(var)
         else:
-            tensors[name] = value
-    for name, (q, k, v) in parts.items():
-        tensors[name] = np.concatenate([q, k, v], axis=-1)
-    folders.write_folder(path, decoder.config, tensors, tokenizer)
+            readers[name] = lambda var=var: var.numpy()
+            shapes[name] = tuple(var.shape)
+    for name, qkv in parts.items():
+        readers[name] = lambda qkv=qkv: np.concatenate([v.numpy() for v in qkv], axis=-1)
+        shapes[name] = (*qkv[0].shape[:-1], sum(v.shape[-1] for v in qkv))
+    folders.write_folder(path, decoder.config, convert.LazyTensors(readers, shapes), tokenizer)

@@ -75,10 +75,8 @@ def _assign(model, tensors, display, source, owned) -> None:
     targets = variable_map(model)
     rules = [convert.Rule(name, (name,), convert.transpose if transposed else convert.identity)
              for name, (_, transposed) in targets.items()]
-    shapes = {name: tuple(var.shape) for name, (var, _) in targets.items()}
-    values = convert.convert(tensors, rules, shapes, source, type(model).__name__,
-                             owned=owned, display=display)
-    convert.assign({name: var for name, (var, _) in targets.items()}, values)
+    convert.load_into({name: var for name, (var, _) in targets.items()}, tensors, rules,
+                      source, type(model).__name__, owned=owned, display=display)
 
 
 def _encoder_owned(key: str) -> bool:
@@ -115,10 +113,11 @@ def load_masked_lm(cls, encoder_class, path, dtype=None):
 
 def save(model, path, tokenizer=None) -> None:
     """A kbert folder (Hugging Face's names and layout, `kbert_model` in config.json),
-    written atomically."""
+    written atomically, tensor by tensor."""
     encoder = getattr(model, "encoder", model)
-    tensors = {}
+    readers, shapes = {}, {}
     for name, (var, transposed) in variable_map(model).items():
-        value = var.numpy()
-        tensors[name] = value.T if transposed else value
-    folders.write_folder(path, encoder.config, tensors, tokenizer, layout="pt")
+        readers[name] = (lambda var=var: var.numpy().T) if transposed else var.numpy
+        shapes[name] = tuple(var.shape)[::-1] if transposed else tuple(var.shape)
+    folders.write_folder(path, encoder.config, convert.LazyTensors(readers, shapes), tokenizer,
+                         layout="pt")

@@ -226,9 +226,11 @@ class RobertaMaskedLM(Quantizable, keras.Model):
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype=None) -> "RobertaMaskedLM":
         """A Hugging Face `RobertaForMaskedLM` folder (its `lm_head.*`), or a kbert one."""
+        from kbert.convert import initialization
         from kbert.models.roberta import checkpoints
 
-        return checkpoints.load_masked_lm(cls, RobertaEncoder, path, dtype=dtype)
+        with initialization.deferred():  # as Pretrained.from_pretrained
+            return checkpoints.load_masked_lm(cls, RobertaEncoder, path, dtype=dtype)
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
         from kbert.models.base import refuse_quantized
