@@ -112,9 +112,11 @@ _MODEL_TASK_CLASS = {"generate": ("language_model_class", "a causal language mod
                      "elmo": ("encoder_class", "feature layers")}
 
 
-def _model_folder(model_dir: str, task: str):
+def _model_folder(model_dir: str, task: str, dtype: str | None = None):
     """(family, model, tokenizer) of a model folder for the export `task` (one of
-    MODEL_TASKS), or one error line naming the families that export it."""
+    MODEL_TASKS), or one error line naming the families that export it; `dtype`
+    ("bfloat16") loads the weights straight into variables of that dtype (what
+    `cast_model` makes of the float32 model, without holding both)."""
     from kbert.models import registry
 
     family = registry.family_of_folder(model_dir)
@@ -125,7 +127,7 @@ def _model_folder(model_dir: str, task: str):
                 if task in f.tokenizer_class.exports and getattr(f, attribute) is not None]
         raise ValueError(f"{model_dir}: --task {task} needs a {' or '.join(able)} folder "
                          f"({what}), this one holds a {family.name!r} model")
-    model = model_class.from_pretrained(model_dir)
+    model = model_class.from_pretrained(model_dir, **_load_dtype(dtype))
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
         try:
@@ -133,6 +135,15 @@ def _model_folder(model_dir: str, task: str):
         except FileNotFoundError as e:
             raise FileNotFoundError(f"{model_dir}: no tokenizer files ({e})") from None
     return family, model, tokenizer
+
+
+def _load_dtype(dtype: str | None) -> dict:
+    """`from_pretrained`'s dtype argument for an export `--dtype` (checked first)."""
+    if dtype in (None, "float32"):
+        return {}
+    if dtype not in DTYPES:
+        raise ValueError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
+    return {"dtype": dtype}
 
 
 def _export_model_task(task, model, tokenizer, export_dir, version, seq_length, generation):
@@ -234,23 +245,25 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
     registered family; for MODEL_TASKS, a model folder of a family that exports the
     task: "generate" decodes with the `generation` settings of `export_generate`).
     `quantize="int8"`: the model's weights quantized first (`quantize_model`);
-    `dtype="bfloat16"`: exported with bfloat16 variables and computation (`cast_model`)."""
+    `dtype="bfloat16"`: exported with bfloat16 variables and computation (a model
+    folder loaded straight into them; a task folder's model cast by `cast_model`)."""
     from kbert.export import ops as ops_lib
     from kbert.export import saved_model
 
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
-    if task in MODEL_TASKS:
-        _, model, tokenizer = _model_folder(model_dir, task)
-        model, _ = export_variant(model, quantize, dtype)
+    check_variant(quantize, dtype)
+    if task in MODEL_TASKS:  # a model folder: bfloat16 straight from the file
+        _, model, tokenizer = _model_folder(model_dir, task, dtype)
+        model, _ = export_variant(model, quantize)
         return _export_model_task(task, model, tokenizer, export_dir, version, seq_length,
                                   generation or {})
     if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
         from kbert.models.registry import family_of_folder
 
         family = family_of_folder(model_dir)
-        encoder = family.encoder_class.from_pretrained(model_dir)
+        encoder = family.encoder_class.from_pretrained(model_dir, **_load_dtype(dtype))
         tokenizer = family.tokenizer_class.from_pretrained(model_dir)
-        encoder, _ = export_variant(encoder, quantize, dtype)
+        encoder, _ = export_variant(encoder, quantize)
         return saved_model.export_embeddings(encoder, tokenizer, export_dir,
                                              seq_length=seq_length or 128,
                                              serving_version=version)
