@@ -307,3 +307,36 @@ def test_a_bfloat16_export_of_a_model_folder_loads_straight_into_bfloat16(tmp_pa
     ids = np.array([[5, 7, 9, 11]], "int32")
     inputs = {"token_ids": ids, "padding_mask": np.ones_like(ids)}
     np.testing.assert_array_equal(straight(inputs)["logits"], cast(inputs)["logits"])
+
+
+@pytest.mark.parametrize("family", ["gpt2", "bert"])
+def test_int8_loads_tensor_by_tensor_equal_to_quantizing_after_the_load(tmp_path, family):
+    """`from_pretrained(quantize="int8")` quantizes each layer as its kernel loads: the
+    same int8 weights, scales and outputs as `model.quantize("int8")` after a float
+    load. ELMo refuses (its LSTMs), as `quantize` does; a dtype beside it is refused."""
+    from tests.test_gpt import _reference
+
+    if family == "gpt2":
+        _reference("gpt2").save_pretrained(tmp_path / "m")
+        cls, inputs = kbert.GPTDecoder, random_inputs(vocab=101, types=1)
+        del inputs["segment_ids"]
+    else:  # (RoBERTa's loader notes its model for quantizing in the same way)
+        BertEncoder(odd_config()).save_pretrained(tmp_path / "m")
+        cls, inputs = BertEncoder, random_inputs()
+    loaded = cls.from_pretrained(tmp_path / "m", quantize="int8")
+    after = cls.from_pretrained(tmp_path / "m")
+    after.quantize("int8")
+    assert loaded.quantization_mode_of_layers() == "int8"
+    _same_variables(loaded, after)
+    got, want = loaded(inputs), after(inputs)
+    for key in want:
+        np.testing.assert_array_equal(np.asarray(got[key]), np.asarray(want[key]))
+    with pytest.raises(ValueError, match="quantize='int8' and dtype='bfloat16': give one"):
+        cls.from_pretrained(tmp_path / "m", quantize="int8", dtype="bfloat16")
+
+
+def test_elmo_refuses_an_int8_load(tmp_path):
+    from kbert.models.elmo import ELMo
+
+    with pytest.raises(NotImplementedError, match="ELMo: quantize\\('int8'\\): its biLSTM"):
+        ELMo.from_pretrained(tmp_path, quantize="int8")

@@ -13,6 +13,12 @@ large one never holds random values it would throw away.
     with initialization.deferred():
         model = GPTDecoder(config)
         convert.load_into(variables, tensors, rules, source)
+
+`deferred(quantize="int8")` also quantizes while loading: once the loader has said
+which model it built (`built(model)`), each layer Keras would quantize is quantized
+(its own `quantize`) as soon as its float kernel is assigned, and the float kernel
+dropped; the float weights are never all in memory (variables not yet assigned are
+memory allocated but never written, which the system does not hold).
 """
 
 from __future__ import annotations
@@ -52,16 +58,27 @@ def _install() -> None:
     _installed = True
 
 
+class _Record(dict):
+    """id(variable) -> (variable, initializer) of the variables not yet provided, and the
+    layers to quantize by the id of their float kernel."""
+
+    def __init__(self, quantize: str | None):
+        super().__init__()
+        self.quantize = quantize
+        self.layers: dict = {}
+
+
 @contextlib.contextmanager
-def deferred() -> Iterator[None]:
+def deferred(quantize: str | None = None) -> Iterator[None]:
     """Variables created inside start unfilled; on a clean exit, those no loader marked
-    `provided` are initialized by their own initializers (see the module docstring).
-    Nested blocks share the outer one's record."""
+    `provided` are initialized by their own initializers, and with `quantize`, the
+    layers not quantized yet are (see the module docstring). Nested blocks share the
+    outer one's record."""
     if _active.get() is not None:
         yield
         return
     _install()
-    pending: dict = {}
+    pending = _Record(quantize)
     token = _active.set(pending)
     try:
         yield
@@ -69,10 +86,42 @@ def deferred() -> Iterator[None]:
         _active.reset(token)
     for var, initializer in pending.values():
         var.assign(initializer(var.shape, dtype=var.dtype))
+    for layer in pending.layers.values():
+        layer.quantize(quantize)
+
+
+def built(model) -> None:
+    """The loader built `model` (before assigning it): with `deferred(quantize=...)`,
+    the layers Keras' `Model.quantize` would quantize (each leaf layer with a `quantize`
+    of its own and a float kernel or embeddings table: kbert's `Dense` and token
+    tables, Keras' `Embedding`s) are noted for quantizing as they load."""
+    pending = _active.get()
+    if pending is None or pending.quantize is None:
+        return
+    import keras
+
+    for layer in model._flatten_layers():
+        if len(list(layer._flatten_layers())) != 1:
+            continue
+        if type(layer).quantize is keras.layers.Layer.quantize:
+            continue
+        weight = getattr(layer, "_kernel", None)
+        if weight is None:
+            weight = getattr(layer, "_embeddings", None)
+        if weight is not None and "float" in str(weight.dtype):
+            pending.layers[id(weight)] = layer
 
 
 def provided(variable) -> None:
-    """`variable` holds a checkpoint's value: its initializer is not run."""
+    """`variable` holds a checkpoint's value: its initializer is not run (and, when
+    quantizing, its layer is quantized now)."""
     pending = _active.get()
     if pending is not None:
         pending.pop(id(variable), None)
+        layer = pending.layers.pop(id(variable), None)
+        if layer is not None:  # its int8 variables are made and filled by Keras itself
+            token = _active.set(None)
+            try:
+                layer.quantize(pending.quantize)
+            finally:
+                _active.reset(token)

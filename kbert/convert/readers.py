@@ -107,7 +107,7 @@ def read_safetensors(path: str) -> LazyTensors:
             kind = ml_dtypes.bfloat16
 
         def read():
-            buffer = _aligned_bytes(end - begin)
+            buffer = aligned_bytes(end - begin)
             try:
                 with open(path, "rb") as f:
                     f.seek(start + begin)
@@ -122,7 +122,7 @@ def read_safetensors(path: str) -> LazyTensors:
                        {k: tuple(v["shape"]) for k, v in header.items()}, fresh=True)
 
 
-def _aligned_bytes(size: int, alignment: int = 64) -> np.ndarray:
+def aligned_bytes(size: int, alignment: int = 64) -> np.ndarray:
     """`size` uninitialized bytes starting on an `alignment` boundary (what TensorFlow's
     kernels expect of a buffer a variable takes over)."""
     raw = np.empty(size + alignment, dtype=np.uint8)

@@ -135,12 +135,12 @@ def _tensor(value: np.ndarray, fresh: bool):
     way (TensorFlow's own conversion of a NumPy array copies once more)."""
     import tensorflow as tf
 
-    from kbert.convert.readers import _aligned_bytes
+    from kbert.convert.readers import aligned_bytes
 
     if value.dtype.kind not in "fiub" or value.dtype.name == "bfloat16" or value.ndim == 0:
         return value
     if not (fresh and value.flags["C_CONTIGUOUS"] and value.ctypes.data % 64 == 0):
-        copy = _aligned_bytes(value.nbytes).view(value.dtype).reshape(value.shape)
+        copy = aligned_bytes(value.nbytes).view(value.dtype).reshape(value.shape)
         copy[...] = value
         value = copy
     return tf.experimental.dlpack.from_dlpack(value.__dlpack__())

@@ -112,11 +112,13 @@ _MODEL_TASK_CLASS = {"generate": ("language_model_class", "a causal language mod
                      "elmo": ("encoder_class", "feature layers")}
 
 
-def _model_folder(model_dir: str, task: str, dtype: str | None = None):
+def _model_folder(model_dir: str, task: str, dtype: str | None = None,
+                  quantize: str | None = None):
     """(family, model, tokenizer) of a model folder for the export `task` (one of
     MODEL_TASKS), or one error line naming the families that export it; `dtype`
     ("bfloat16") loads the weights straight into variables of that dtype (what
-    `cast_model` makes of the float32 model, without holding both)."""
+    `cast_model` makes of the float32 model, without holding both), `quantize` quantizes
+    while loading where the class loads so (`from_pretrained(quantize=...)`)."""
     from kbert.models import registry
 
     family = registry.family_of_folder(model_dir)
@@ -127,7 +129,7 @@ def _model_folder(model_dir: str, task: str, dtype: str | None = None):
                 if task in f.tokenizer_class.exports and getattr(f, attribute) is not None]
         raise ValueError(f"{model_dir}: --task {task} needs a {' or '.join(able)} folder "
                          f"({what}), this one holds a {family.name!r} model")
-    model = model_class.from_pretrained(model_dir, **_load_dtype(dtype))
+    model = model_class.from_pretrained(model_dir, **_load_options(model_class, dtype, quantize))
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
         try:
@@ -144,6 +146,20 @@ def _load_dtype(dtype: str | None) -> dict:
     if dtype not in DTYPES:
         raise ValueError(f"--dtype {dtype}: use one of {', '.join(DTYPES)}")
     return {"dtype": dtype}
+
+
+def _load_options(model_class, dtype: str | None, quantize: str | None) -> dict:
+    """`from_pretrained`'s arguments for an export's `--dtype` / `--quantize`: the
+    quantization happens while loading where the class offers it (the others are
+    quantized after loading, by `export_variant`)."""
+    import inspect
+
+    options = _load_dtype(dtype)
+    if quantize and "quantize" in inspect.signature(model_class.from_pretrained).parameters:
+        if quantize not in QUANTIZE_MODES:
+            raise ValueError(f"--quantize {quantize}: use one of {', '.join(QUANTIZE_MODES)}")
+        options["quantize"] = quantize
+    return options
 
 
 def _export_model_task(task, model, tokenizer, export_dir, version, seq_length, generation):
@@ -253,17 +269,20 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
     check_variant(quantize, dtype)
     if task in MODEL_TASKS:  # a model folder: bfloat16 straight from the file
-        _, model, tokenizer = _model_folder(model_dir, task, dtype)
-        model, _ = export_variant(model, quantize)
+        _, model, tokenizer = _model_folder(model_dir, task, dtype, quantize)
+        if model.quantization_mode_of_layers() is None:
+            model, _ = export_variant(model, quantize)
         return _export_model_task(task, model, tokenizer, export_dir, version, seq_length,
                                   generation or {})
     if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
         from kbert.models.registry import family_of_folder
 
         family = family_of_folder(model_dir)
-        encoder = family.encoder_class.from_pretrained(model_dir, **_load_dtype(dtype))
+        encoder = family.encoder_class.from_pretrained(
+            model_dir, **_load_options(family.encoder_class, dtype, quantize))
         tokenizer = family.tokenizer_class.from_pretrained(model_dir)
-        encoder, _ = export_variant(encoder, quantize)
+        if encoder.quantization_mode_of_layers() is None:
+            encoder, _ = export_variant(encoder, quantize)
         return saved_model.export_embeddings(encoder, tokenizer, export_dir,
                                              seq_length=seq_length or 128,
                                              serving_version=version)

@@ -16,7 +16,8 @@ class Pretrained:
     checkpoints: ClassVar[str] = ""
 
     @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, dtype=None, **config_overrides):
+    def from_pretrained(cls, path: str | os.PathLike, dtype=None, quantize: str | None = None,
+                        **config_overrides):
         """Builds the model and loads its weights from a folder (a kbert folder, a
         Hugging Face folder, or the family's other reference formats; a quantized kbert
         folder loads quantized). A missing, extra or mis-shaped variable raises a
@@ -27,15 +28,28 @@ class Pretrained:
         provides, and the folder is read tensor by tensor, each converted and assigned
         before the next (`kbert.convert.initialization`, `kbert.convert.load_into`):
         the peak memory is about the model's own. `dtype="bfloat16"` builds bfloat16
-        variables, so half that."""
+        variables, so half that. `quantize="int8"` quantizes each layer as its weights
+        load (what `model.quantize("int8")` after a float load gives, without the float
+        model in memory)."""
         from kbert.convert import initialization
 
         path = os.fspath(path)
-        with initialization.deferred():
+        if quantize is not None:
+            check_quantize_load(cls, quantize, dtype)
+        with initialization.deferred(quantize=quantize):
             if os.path.exists(os.path.join(path, QUANTIZED_FILE)):
+                if quantize is not None:
+                    raise ValueError(f"{path}: a quantized folder; it loads quantized as "
+                                     "saved, without quantize=")
                 return load_quantized(cls, path, dtype, config_overrides)
             module = importlib.import_module(cls.checkpoints)
-            return module.load(cls, path, dtype=dtype, **config_overrides)
+            model = module.load(cls, path, dtype=dtype, **config_overrides)
+        if quantize is not None:
+            mode = model.quantization_mode_of_layers()
+            if mode != quantize:
+                raise ValueError(f"{type(model).__name__}.from_pretrained(quantize="
+                                 f"{quantize!r}): the layers' mode is {mode!r}")
+        return model
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
         """Writes a kbert folder atomically: `config.json`, `model.safetensors` and,
@@ -46,6 +60,21 @@ class Pretrained:
         if mode is not None:
             return save_quantized(self, path, mode, tokenizer)
         importlib.import_module(self.checkpoints).save(self, path, tokenizer=tokenizer)
+
+
+QUANTIZE_MODES = ("int8",)
+
+
+def check_quantize_load(cls, quantize: str, dtype) -> None:
+    """`from_pretrained(quantize=...)`'s arguments, or one ValueError / the class's
+    refusal (ELMo's LSTMs)."""
+    if quantize not in QUANTIZE_MODES:
+        raise ValueError(f"quantize={quantize!r}: use one of {', '.join(QUANTIZE_MODES)}")
+    if dtype not in (None, "float32"):
+        raise ValueError(f"quantize={quantize!r} and dtype={dtype!r}: give one of them")
+    refusal = getattr(cls, "quantize_refusal", None)
+    if refusal:
+        raise NotImplementedError(f"{cls.__name__}: quantize({quantize!r}): {refusal}")
 
 
 # A quantized model's folder: `config.json` says the family and the mode only (no

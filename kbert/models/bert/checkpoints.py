@@ -16,7 +16,7 @@ import re
 
 
 from kbert import convert
-from kbert.convert import folders
+from kbert.convert import folders, initialization
 from kbert.models.bert.config import BertConfig
 
 logger = logging.getLogger(__name__)
@@ -137,6 +137,7 @@ def assign(encoder, tensors: dict, fmt: str, source: str, display: dict | None =
 def load(cls, path, dtype=None, **config_overrides):
     config, tensors, display, fmt, source = read_checkpoint(os.fspath(path))
     encoder = cls(folders.with_overrides(config, config_overrides), dtype=dtype)
+    initialization.built(encoder)
     assign(encoder, tensors, fmt, source, display)
     logger.info("Loaded BertEncoder (%s format) from %s", fmt, source)
     return encoder

@@ -19,7 +19,7 @@ import re
 import numpy as np
 
 from kbert import convert
-from kbert.convert import folders
+from kbert.convert import folders, initialization
 from kbert.models.gpt.config import GPTConfig
 
 logger = logging.getLogger(__name__)
@@ -157,6 +157,7 @@ def load(cls, path, dtype=None, **config_overrides):
     config, tensors, display, fmt, source = read_checkpoint(os.fspath(path))
     decoder = cls(folders.with_overrides(config, config_overrides), dtype=dtype,
                   name="gpt_decoder")
+    initialization.built(decoder)
     assign(decoder, tensors, source, display)
     logger.info("Loaded GPTDecoder (%s format) from %s", fmt, source)
     return decoder

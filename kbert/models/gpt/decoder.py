@@ -269,10 +269,12 @@ class GPTLanguageModel(Quantizable, keras.Model):
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype=None, load_tokenizer=True,
-                        **config_overrides) -> "GPTLanguageModel":
-        """The decoder's folder formats (see `GPTDecoder.from_pretrained`); the tokenizer
-        too when the folder has its files."""
-        decoder = GPTDecoder.from_pretrained(path, dtype=dtype, **config_overrides)
+                        quantize: str | None = None, **config_overrides) -> "GPTLanguageModel":
+        """The decoder's folder formats (see `GPTDecoder.from_pretrained`, which also
+        says what `dtype` and `quantize` do); the tokenizer too when the folder has its
+        files."""
+        decoder = GPTDecoder.from_pretrained(path, dtype=dtype, quantize=quantize,
+                                             **config_overrides)
         tokenizer = None
         if load_tokenizer:
             from kbert.tokenizers.gpt import GPTTokenizer

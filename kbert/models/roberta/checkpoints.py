@@ -12,7 +12,7 @@ import os
 import numpy as np
 
 from kbert import convert
-from kbert.convert import folders
+from kbert.convert import folders, initialization
 from kbert.models.roberta.config import RobertaConfig
 
 logger = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ def load(cls, path, dtype=None, **config_overrides):
     values = {**config.to_dict(), **config_overrides}
     values["pooler"] = "pooler.dense.weight" in tensors and values.get("pooler", True)
     encoder = cls(RobertaConfig.from_dict(values), dtype=dtype)
+    initialization.built(encoder)
     _assign(encoder, tensors, display, source, _encoder_owned)
     logger.info("Loaded RobertaEncoder (%s format) from %s", fmt, source)
     return encoder
