@@ -274,7 +274,7 @@ def test_variables_never_share_memory_with_each_other_or_the_callers_arrays(tmp_
     variables = {"first": first, "second": second, "bias": bias}
     rules = [kbert.convert.Rule("first", ("w",)), kbert.convert.Rule("second", ("w",)),
              kbert.convert.Rule("bias", ("b",))]
-    kbert.convert.load_into(variables, kbert.convert.read_safetensors(
+    kbert.convert.load_into(dict(variables), kbert.convert.read_safetensors(
         str(tmp_path / "x.safetensors")), rules, "x.safetensors")
     first.assign_add(np.ones((3, 4), "float32"))
     bias.assign_add(np.ones(4, "float32"))
@@ -282,7 +282,7 @@ def test_variables_never_share_memory_with_each_other_or_the_callers_arrays(tmp_
     np.testing.assert_array_equal(first.numpy(), w + 1)
     np.testing.assert_array_equal(bias.numpy(), 2 * np.ones(4))
     mine = {"w": w.copy(), "b": np.ones(4, "float32")}
-    kbert.convert.load_into(variables, mine, rules, "a dict")
+    kbert.convert.load_into(dict(variables), mine, rules, "a dict")
     mine["w"][:] = -1
     first.assign_add(np.ones((3, 4), "float32"))
     np.testing.assert_array_equal(second.numpy(), w)
@@ -340,3 +340,21 @@ def test_elmo_refuses_an_int8_load(tmp_path):
 
     with pytest.raises(NotImplementedError, match="ELMo: quantize\\('int8'\\): its biLSTM"):
         ELMo.from_pretrained(tmp_path, quantize="int8")
+
+
+def test_a_float16_folder_loads_into_float32_variables(tmp_path):
+    """Hub checkpoints are often stored in float16 (`F16` safetensors): read by offset in
+    their own dtype, cast by TensorFlow on assignment, equal to torch's upcast."""
+    import torch
+
+    from tests.test_gpt import _reference
+
+    ref = _reference("gpt2").half()
+    ref.save_pretrained(tmp_path / "fp16")
+    state = {k.removeprefix("transformer."): v.float().numpy() for k, v in ref.state_dict().items()}
+    decoder = kbert.GPTDecoder.from_pretrained(tmp_path / "fp16")
+    assert {v.dtype for v in decoder.weights if "seed" not in v.path} == {"float32"}
+    np.testing.assert_array_equal(decoder.token_embedding.embeddings.numpy(), state["wte.weight"])
+    np.testing.assert_array_equal(decoder.transformer_layers[0].intermediate.kernel.numpy(),
+                                  state["h.0.mlp.c_fc.weight"])
+    assert torch.float16 in {v.dtype for v in ref.state_dict().values()}

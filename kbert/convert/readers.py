@@ -124,10 +124,20 @@ def read_safetensors(path: str) -> LazyTensors:
 
 def aligned_bytes(size: int, alignment: int = 64) -> np.ndarray:
     """`size` uninitialized bytes starting on an `alignment` boundary (what TensorFlow's
-    kernels expect of a buffer a variable takes over)."""
+    kernels expect of a buffer a variable takes over). A large buffer is its own
+    anonymous memory map, so that freeing it gives the memory back to the system at
+    once (from the C heap, a freed 16 MB kernel stays in the process: after an int8
+    load, that was the whole float model)."""
+    if size >= _OWN_MAP_BYTES:
+        import mmap
+
+        return np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)  # page-aligned
     raw = np.empty(size + alignment, dtype=np.uint8)
     skip = -raw.ctypes.data % alignment
     return raw[skip: skip + size]
+
+
+_OWN_MAP_BYTES = 1 << 20
 
 
 def read_torch_bin(path: str) -> LazyTensors:

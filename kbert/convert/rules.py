@@ -110,21 +110,23 @@ def load_into(variables: dict, tensors: Mapping[str, np.ndarray], rules: Sequenc
               display: dict[str, str] | None = None) -> None:
     """`convert` and `assign` tensor by tensor: each target is made, checked and copied
     into its variable (in the variable's dtype) before the next is read, so a lazy
-    `tensors` (`kbert.convert.readers.LazyTensors`) is never all in memory. Every
+    `tensors` (`kbert.convert.readers.LazyTensors`) is never all in memory. `variables`
+    is consumed: each entry is removed once assigned, so that a layer quantized while
+    loading (`initialization.deferred(quantize=...)`) drops its float kernel. Every
     missing, unexpected or mis-shaped variable is named, as `convert` names them (the
     variables assigned before a mis-shaped one keep their new values: the loaders
     discard a model that failed)."""
     from kbert.convert import initialization
 
     fresh = getattr(tensors, "fresh", False)
+    shapes = {k: tuple(v.shape) for k, v in variables.items()}
 
     def sink(target, value, exclusive):
-        var = variables[target]
+        var = variables.pop(target)
         var.assign(_tensor(value, fresh and exclusive))  # cast by TF where dtypes differ
         initialization.provided(var)
 
-    _apply(tensors, rules, {k: tuple(v.shape) for k, v in variables.items()}, source,
-           model, owned, display, sink)
+    _apply(tensors, rules, shapes, source, model, owned, display, sink)
 
 
 def _tensor(value: np.ndarray, fresh: bool):

@@ -75,8 +75,10 @@ def _assign(model, tensors, display, source, owned) -> None:
     targets = variable_map(model)
     rules = [convert.Rule(name, (name,), convert.transpose if transposed else convert.identity)
              for name, (_, transposed) in targets.items()]
-    convert.load_into({name: var for name, (var, _) in targets.items()}, tensors, rules,
-                      source, type(model).__name__, owned=owned, display=display)
+    variables = {name: var for name, (var, _) in targets.items()}
+    del targets  # load_into drops each variable once assigned (int8 loads)
+    convert.load_into(variables, tensors, rules, source, type(model).__name__, owned=owned,
+                      display=display)
 
 
 def _encoder_owned(key: str) -> bool:
