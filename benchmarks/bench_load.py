@@ -80,69 +80,66 @@ def write_folder(path: str, width: int = 768) -> None:
     shutil.copy(os.path.join(data, "vocab.bpe"), os.path.join(path, "merges.txt"))
 
 
-SCALE_PRELUDE = r"""
-import json, resource, sys, time
+# Each load script defines `load()` and `forward(model)`, after its imports; the
+# measurement around them is one (SCALE_MEASURE), so every library is timed alike.
+SCALE_MEASURE = r"""
+import json, time
 def rss():
     # (resident now, peak resident so far), bytes
     with open("/proc/self/status") as f:
         kb = {line.split(":")[0]: int(line.split()[1]) for line in f
               if line.startswith(("VmRSS", "VmHWM"))}
     return kb["VmRSS"] * 1024, kb["VmHWM"] * 1024
+base, _ = rss()
+t0 = time.perf_counter()
+model = load()
+t1 = time.perf_counter()
+_, peak = rss()
+forward(model)
+t2 = time.perf_counter()
+_, after = rss()
+print(json.dumps({"base": base, "load": t1 - t0, "peak": peak, "load_forward": t2 - t0,
+                  "peak_forward": after}))
 """
 
-SCALE_KBERT = SCALE_PRELUDE + r"""
+KERAS_FORWARD = r"""
+def forward(model):
+    ids = np.arange(1, 9, dtype="int32")[None]
+    model({"token_ids": ids, "padding_mask": np.ones_like(ids)}
+          | ({} if family == "gpt2" else {"segment_ids": np.zeros_like(ids)}))
+"""
+
+SCALE_KBERT = r"""
+import sys
 import numpy as np, tensorflow, keras, kbert
 import kbert.models.gpt.decoder, kbert.models.bert.encoder
 family, folder, dtype = sys.argv[1], sys.argv[2], sys.argv[3]
 cls = kbert.GPTDecoder if family == "gpt2" else kbert.BertEncoder
-base, _ = rss()
-t0 = time.perf_counter()
-model = (cls.from_pretrained(folder, quantize="int8") if dtype == "int8" else
-         cls.from_pretrained(folder, dtype=None if dtype == "float32" else dtype))
-t1 = time.perf_counter()
-_, peak = rss()
-ids = np.arange(1, 9, dtype="int32")[None]
-model({"token_ids": ids, "padding_mask": np.ones_like(ids)}
-      | ({} if family == "gpt2" else {"segment_ids": np.zeros_like(ids)}))
-t2 = time.perf_counter()
-_, after = rss()
-print(json.dumps({"base": base, "load": t1 - t0, "peak": peak, "load_forward": t2 - t0,
-                  "peak_forward": after}))
-"""
+def load():
+    if dtype == "int8":
+        return cls.from_pretrained(folder, quantize="int8")
+    return cls.from_pretrained(folder, dtype=None if dtype == "float32" else dtype)
+""" + KERAS_FORWARD + SCALE_MEASURE
 
-SCALE_HF = SCALE_PRELUDE + r"""
+SCALE_HF = r"""
+import sys
 import torch, transformers
 family, folder = sys.argv[1], sys.argv[2]
 cls = transformers.GPT2Model if family == "gpt2" else transformers.BertModel
-base, _ = rss()
-t0 = time.perf_counter()
-model = cls.from_pretrained(folder)
-t1 = time.perf_counter()
-_, peak = rss()
-with torch.no_grad():
-    model(torch.arange(1, 9)[None])
-t2 = time.perf_counter()
-_, after = rss()
-print(json.dumps({"base": base, "load": t1 - t0, "peak": peak, "load_forward": t2 - t0,
-                  "peak_forward": after}))
-"""
+def load():
+    return cls.from_pretrained(folder)
+def forward(model):
+    with torch.no_grad():
+        model(torch.arange(1, 9)[None])
+""" + SCALE_MEASURE
 
-SCALE_KERAS_HUB = SCALE_PRELUDE + r"""
+SCALE_KERAS_HUB = r"""
+import sys
 import numpy as np, keras_hub
 family, folder = sys.argv[1], sys.argv[2]
-base, _ = rss()
-t0 = time.perf_counter()
-model = keras_hub.models.Backbone.from_preset(folder)
-t1 = time.perf_counter()
-_, peak = rss()
-ids = np.arange(1, 9, dtype="int32")[None]
-model({"token_ids": ids, "padding_mask": np.ones_like(ids)}
-      | ({} if family == "gpt2" else {"segment_ids": np.zeros_like(ids)}))
-t2 = time.perf_counter()
-_, after = rss()
-print(json.dumps({"base": base, "load": t1 - t0, "peak": peak, "load_forward": t2 - t0,
-                  "peak_forward": after}))
-"""
+def load():
+    return keras_hub.models.Backbone.from_preset(folder)
+""" + KERAS_FORWARD + SCALE_MEASURE
 
 WRITE_KERAS_HUB_PRESET = r"""
 import sys, keras_hub
