@@ -16,7 +16,8 @@ from typing import Callable
 
 import numpy as np
 
-from kbert.convert.readers import LazyTensors, lazy, read_hf_folder_weights, read_safetensors
+from kbert.convert.readers import (SAFETENSORS_DTYPES, LazyTensors, lazy,
+                                   read_hf_folder_weights, read_safetensors)
 from kbert.io import atomic_directory, read_json
 
 WEIGHTS = "model.safetensors"
@@ -115,13 +116,12 @@ def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
                       dtypes: dict[str, str] | None = None) -> None:
     """A safetensors file (the public format: an 8-byte little-endian header length, the
     JSON header, the data; tensors in name order, as `safetensors` orders tensors of one
-    dtype), every tensor as `dtype` (or as `dtypes[name]`). The header is made from the shapes alone, then each
-    tensor is asked for, converted and written before the next, so the whole model is
-    never copied in memory. Not atomic by itself: `write_folder` writes it in its
+    dtype), every tensor as `dtype` (or as `dtypes[name]`). The header is made from the
+    shapes alone, then each tensor is asked for, converted and written before the next,
+    so the whole model is never copied in memory. Not atomic by itself: `write_folder` writes it in its
     temporary folder."""
     tensors = lazy(tensors)
-    codes = {"float32": "F32", "float16": "F16", "int8": "I8", "int32": "I32",
-             "int64": "I64", "float64": "F64", "uint8": "U8"}
+    codes = {kind: code for code, kind in SAFETENSORS_DTYPES.items()}
     header: dict = {"__metadata__": dict(metadata)} if metadata else {}
     names = sorted(tensors)
     kinds = {name: np.dtype((dtypes or {}).get(name, dtype)) for name in names}

@@ -68,7 +68,9 @@ def lazy(tensors: Mapping) -> LazyTensors:
                        {k: tuple(np.shape(v)) for k, v in tensors.items()})
 
 
-_SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16",
+# safetensors' dtype codes -> NumPy dtype names (the writer, `folders.write_safetensors`,
+# uses the same table)
+SAFETENSORS_DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16",
                        "BF16": "bfloat16", "I64": "int64", "I32": "int32", "I16": "int16",
                        "I8": "int8", "U8": "uint8", "BOOL": "bool"}
 
@@ -98,7 +100,7 @@ def read_safetensors(path: str) -> LazyTensors:
 
     def reader(name, info):
         begin, end = info["data_offsets"]
-        kind = _SAFETENSORS_DTYPES.get(info["dtype"])
+        kind = SAFETENSORS_DTYPES.get(info["dtype"])
         if kind is None:
             raise ValueError(f"{path}: {name}: dtype {info['dtype']} is not supported")
         if kind == "bfloat16":

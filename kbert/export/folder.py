@@ -14,6 +14,7 @@ import os
 from typing import TYPE_CHECKING
 
 from kbert.io import atomic_file, read_json
+from kbert.models.base import QUANTIZE_MODES  # one list: from_pretrained's too
 
 if TYPE_CHECKING:  # imported where used: `--help` needs no Keras
     import keras
@@ -175,7 +176,6 @@ def _export_model_task(task, model, tokenizer, export_dir, version, seq_length, 
     return exporter(model, tokenizer, export_dir, serving_version=version, **options)
 
 
-QUANTIZE_MODES = ("int8",)
 DTYPES = ("float32", "bfloat16")
 
 
