@@ -17,5 +17,6 @@ _EXPORTS = {
     "build_vocab": "kbert.tokenizers", "ELMoCharTokenizer": "kbert.tokenizers.elmo",
     "RobertaConfig": "kbert.models.roberta", "RobertaEncoder": "kbert.models.roberta",
     "RobertaMaskedLM": "kbert.models.roberta", "RobertaTokenizer": "kbert.tokenizers.roberta",
+    "presets": "kbert.hub",
 }
 lazy_package(__name__, _EXPORTS)

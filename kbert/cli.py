@@ -33,6 +33,17 @@ def parse_bool(text) -> bool:
     raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+def model_path(text: str) -> str:
+    """argparse type of --init_from and --model_dir: a path on disk, or a Hugging Face
+    Hub name resolved to its folder in the Hub cache (`kbert.hub.resolve`)."""
+    from kbert.hub import resolve
+
+    try:
+        return resolve(text)
+    except FileNotFoundError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows a flag's default once: not when it is None (a default that depends on other
     flags, which the help text says) or when the help text already names it."""

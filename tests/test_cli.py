@@ -158,8 +158,9 @@ def test_sequence_length_is_checked_against_the_model(tmp_path, capsys, tiny_fol
     assert line == f"error: --max_seq_length 600: the model in --init_from {tiny_folder} " \
                    "has 64 positions"
     line = _fails(squad_cli.main, ["--init_from", str(tmp_path / "nope"),
-                                   "--output_dir", str(out)], capsys, 1)
-    assert line == f"error: --init_from {tmp_path / 'nope'}: no such folder"
+                                   "--output_dir", str(out)], capsys, 2)
+    assert line.endswith(f"error: argument --init_from: {tmp_path / 'nope'}: no such model "
+                         "folder, and not a Hugging Face Hub repo id (org/name[@revision])")
     assert not out.exists()
 
 

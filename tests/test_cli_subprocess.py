@@ -82,8 +82,9 @@ CASES = [
     ("bad_tsv_line", ["kbert.tasks.glue", "--task", "sst2", "--data_dir", "{bad_glue}",
                       "--output_dir", "{out}"], 1,
      "error: {bad_glue}/train.tsv:14: 3 fields, expected 2 (sentence, label)"),
-    ("init_from_missing", GLUE + ["--init_from", "{root}/nonexistent"], 1,
-     "error: --init_from {root}/nonexistent: no such folder"),
+    ("init_from_missing", GLUE + ["--init_from", "{root}/nonexistent"], 2,
+     "python -m kbert.tasks.glue: error: argument --init_from: {root}/nonexistent: no such "
+     "model folder, and not a Hugging Face Hub repo id (org/name[@revision])"),
     ("truncated_safetensors", GLUE[:-2] + ["--init_from", "{broken}"], 1,
      "error: {broken}/model.safetensors: cannot read safetensors"),
     ("squad_v2_without_flag", ["kbert.tasks.squad", "--train_file", "{squad_v2}",
@@ -95,7 +96,8 @@ CASES = [
      "error: {ner_bad}:8: expected 'word ... tag' columns, got 'Paris'"),
     ("export_from_no_run", ["kbert.export", "--model_dir", "{root}/nothing", "--task",
                             "classifier", "--export_dir", "{root}/serving/x/1"], 2,
-     "error: --model_dir {root}/nothing: no such folder"),
+     "python -m kbert.export: error: argument --model_dir: {root}/nothing: no such model "
+     "folder, and not a Hugging Face Hub repo id (org/name[@revision])"),
     ("export_sampler_without_top_p", ["kbert.export", "--model_dir", "{root}", "--task",
                                       "generate", "--export_dir", "{root}/serving/g/1",
                                       "--sampler", "top_p"], 2,

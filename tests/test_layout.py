@@ -10,7 +10,8 @@ import re
 
 ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "kbert")
 # Lowest first; a module may import from its own level and the levels below.
-LEVELS = [("kbert.io", "kbert.internals", "kbert._lazy", "kbert.cli", "kbert._startup"),
+LEVELS = [("kbert.io", "kbert.hub", "kbert.internals", "kbert._lazy", "kbert.cli",
+           "kbert._startup"),
           ("kbert.layers",), ("kbert.training", "kbert.tokenizers"), ("kbert.convert",),
           ("kbert.models",), ("kbert.export",), ("kbert.tasks",)]
 

@@ -8,6 +8,7 @@ by the format's own library (`safetensors.numpy.load_file`, `torch.load`,
 from __future__ import annotations
 
 import json
+import os
 
 import keras
 import numpy as np
@@ -358,3 +359,37 @@ def test_a_float16_folder_loads_into_float32_variables(tmp_path):
     np.testing.assert_array_equal(decoder.transformer_layers[0].intermediate.kernel.numpy(),
                                   state["h.0.mlp.c_fc.weight"])
     assert torch.float16 in {v.dtype for v in ref.state_dict().values()}
+
+
+@pytest.mark.parametrize("safe", [True, False], ids=["safetensors", "bin"])
+def test_a_sharded_folder_loads_as_the_whole_file(tmp_path, safe):
+    """Hub repos of large models hold shards and an index (`model.safetensors.index.json`,
+    `pytorch_model.bin.index.json`), as `transformers` writes them past `max_shard_size`."""
+    from tests.test_gpt import _reference
+
+    ref = _reference("gpt2", seed=5)
+    ref.save_pretrained(tmp_path / "whole")
+    if safe:
+        ref.save_pretrained(tmp_path / "shards", max_shard_size="40KB")
+    else:  # transformers 5 writes safetensors only; its 4.x layout of .bin shards
+        import torch
+
+        ref.config.save_pretrained(tmp_path / "shards")
+        state = ref.state_dict()
+        names = sorted(state)
+        groups = [names[i::5] for i in range(5)]
+        weight_map = {}
+        for i, group in enumerate(groups):
+            shard = f"pytorch_model-{i + 1:05d}-of-00005.bin"
+            torch.save({n: state[n].clone() for n in group}, tmp_path / "shards" / shard)
+            weight_map.update({n: shard for n in group})
+        (tmp_path / "shards" / "pytorch_model.bin.index.json").write_text(
+            json.dumps({"metadata": {}, "weight_map": weight_map}))
+    index = "model.safetensors.index.json" if safe else "pytorch_model.bin.index.json"
+    assert (tmp_path / "shards" / index).exists()
+    assert len({*json.loads((tmp_path / "shards" / index).read_text())["weight_map"].values()}) > 2
+    _same_variables(kbert.GPTDecoder.from_pretrained(tmp_path / "shards"),
+                    kbert.GPTDecoder.from_pretrained(tmp_path / "whole"))
+    os.remove(next((tmp_path / "shards").glob("model-00002-*" if safe else "pytorch_model-00002-*")))
+    with pytest.raises(FileNotFoundError, match=f"{index}: names shard .*00002-of"):
+        kbert.GPTDecoder.from_pretrained(tmp_path / "shards")

@@ -23,6 +23,8 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from kbert.io import read_json
+
 
 class LazyTensors(Mapping):
     """Tensors by name, each made by its reader when asked for and not cached. `shapes`
@@ -257,10 +259,42 @@ def read_weights_file(path: str) -> LazyTensors:
 
 def read_hf_folder_weights(folder: str) -> tuple[LazyTensors, str]:
     """A Hugging Face model folder's weights, as stored: `model.safetensors`, else
-    `pytorch_model.bin`. Returns (tensors by name, the file read)."""
+    `pytorch_model.bin`, each whole or in shards (`*.index.json`, as `transformers`
+    writes models above its shard size and the Hub serves them). Returns (tensors by
+    name, the file read)."""
     for name, reader in (("model.safetensors", read_safetensors),
                          ("pytorch_model.bin", read_torch_bin)):
         path = os.path.join(folder, name)
         if os.path.exists(path):
             return reader(path), path
-    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin")
+        if os.path.exists(path + ".index.json"):
+            return read_shards(path + ".index.json", reader), path + ".index.json"
+    raise FileNotFoundError(f"{folder}: no model.safetensors or pytorch_model.bin "
+                            "(whole or sharded)")
+
+
+def read_shards(index_file: str, reader: Callable[[str], LazyTensors]) -> LazyTensors:
+    """The tensors of a sharded checkpoint: the index's `weight_map` (name -> shard
+    file); each shard opened by `reader`, its tensors still read one at a time."""
+    index = read_json(index_file)
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{index_file}: no weight_map (tensor name -> shard file)")
+    readers, shapes, fresh = {}, {}, True
+    folder = os.path.dirname(index_file)
+    for shard in sorted(set(weight_map.values())):
+        path = os.path.join(folder, shard)
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{index_file}: names shard {shard}, which {folder} "
+                                    "lacks")
+        tensors = reader(path)
+        fresh = fresh and tensors.fresh
+        wanted = {n for n, s in weight_map.items() if s == shard}
+        absent = sorted(wanted - set(tensors))
+        if absent:
+            raise ValueError(f"{path}: lacks {', '.join(absent[:5])}, which {index_file} "
+                             "places there")
+        for name in wanted:
+            readers[name] = (lambda t=tensors, n=name: t[n])
+            shapes[name] = tensors.shape(name)
+    return LazyTensors(readers, {k: v for k, v in shapes.items() if v is not None}, fresh)

@@ -22,7 +22,7 @@ import argparse
 import os
 import sys
 
-from kbert.cli import HelpFormatter
+from kbert.cli import HelpFormatter, model_path
 
 
 def _check_main(argv) -> int:
@@ -76,8 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kbert.export",
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
-    p.add_argument("--model_dir", default=None,
-                   help="task run folder (or a BERT folder for --task embeddings)")
+    p.add_argument("--model_dir", default=None, type=model_path,
+                   help="task run folder, or a model folder or Hugging Face Hub name "
+                        "(embeddings, fill_mask, generate)")
     p.add_argument("--task", default=None, choices=TASKS, help="signature to export")
     p.add_argument("--heads", nargs="+", default=None, metavar="NAME=FOLDER",
                    help="instead of --model_dir and --task: one SavedModel of several task "

@@ -6,6 +6,8 @@ import importlib
 import os
 from typing import ClassVar
 
+from kbert import hub
+
 
 class Pretrained:
     """Folder loading and saving through the family's checkpoint module (`checkpoints`,
@@ -33,7 +35,7 @@ class Pretrained:
         model in memory)."""
         from kbert.convert import initialization
 
-        path = os.fspath(path)
+        path = hub.resolve(path)
         if quantize is not None:
             check_quantize_load(cls, quantize, dtype)
         with initialization.deferred(quantize=quantize):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from kbert.cli import parse_bool
+from kbert.cli import model_path, parse_bool
 
 # NER's feature-mode layer choices (kbert.tasks.ner.model reads them from here).
 LAYER_CHOICES = ("last", "sum_last4", "concat_last4", "sum_all", "scalar_mix",
@@ -24,9 +24,11 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
                        help=f"model family: {names}, or one a user registered (default: the "
                             f"family of --init_from, or {DEFAULT_FAMILY} from scratch); a "
                             "family with no vocabulary of its own needs --init_from")
-    group.add_argument("--init_from", help="a model folder (kbert, Hugging Face or Google "
-                                           "BERT, with its vocabulary); none: train from "
-                                           "scratch" + init_help)
+    group.add_argument("--init_from", type=model_path,
+                       help="a model folder (kbert, Hugging Face or Google BERT, with its "
+                            "vocabulary) or a Hugging Face Hub name (bert-base-uncased, "
+                            "org/name@revision; read from the Hub cache, downloaded when "
+                            "online); none: train from scratch" + init_help)
     group.add_argument("--preset", default="demo",
                        help=f"BertConfig preset when training from scratch ('demo': {demo})")
     group.add_argument("--vocab_size", type=int, default=vocab_size,

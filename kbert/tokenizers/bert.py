@@ -25,6 +25,7 @@ import os
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kbert import hub
 from kbert.io import read_json
 from kbert.tokenizers import packing, unicode_tables
 from kbert.tokenizers.base import Tokenizer
@@ -367,7 +368,7 @@ class BertTokenizer(Tokenizer):
         folder name (`cased_L-12_...` is cased), else lower-casing is assumed. An
         explicit `lowercase=` wins.
         """
-        path = os.fspath(path)
+        path = hub.resolve(path)
         vocab_file = os.path.join(path, "vocab.txt")
         if not os.path.exists(vocab_file):
             raise FileNotFoundError(f"{path}: no vocab.txt")

@@ -144,9 +144,10 @@ class ELMoCharTokenizer(Tokenizer):
         tokenizer (`tokenizer_config.json`); 50 otherwise."""
         import os
 
+        from kbert import hub
         from kbert.io import read_json
 
-        path = os.fspath(path)
+        path = hub.resolve(path)
         length = 50
         options = os.path.join(path, "options.json")
         saved = os.path.join(path, "tokenizer_config.json")

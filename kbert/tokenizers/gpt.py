@@ -36,6 +36,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
+from kbert import hub
 from kbert.io import read_json
 from kbert.tokenizers import gpt2_classes
 from kbert.tokenizers.base import Held, Tokenizer
@@ -372,7 +373,7 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
         """A folder with `vocab.json` + `merges.txt` (Hugging Face, kbert) or
         `encoder.json` + `vocab.bpe` (OpenAI). A GPT-1 folder (Hugging Face `openai-gpt`,
         or a kbert folder of a GPT-1) gives its `GPT1Tokenizer`."""
-        path = os.fspath(path)
+        path = hub.resolve(path)
         if _is_gpt1_folder(path):
             from kbert.tokenizers.gpt1 import GPT1Tokenizer
 

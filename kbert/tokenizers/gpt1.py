@@ -15,6 +15,7 @@ import os
 
 import tensorflow as tf
 
+from kbert import hub
 from kbert.io import read_json
 from kbert.tokenizers.base import Held, Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
@@ -135,7 +136,7 @@ class GPT1Tokenizer(HeldBpe, TaskTokens, Tokenizer):
     @classmethod
     def from_pretrained(cls, path, **kwargs) -> "GPT1Tokenizer":
         """A Hugging Face `openai-gpt` folder (`vocab.json`, `merges.txt`)."""
-        path = os.fspath(path)
+        path = hub.resolve(path)
         if not cls.folder_has_files(path):
             raise FileNotFoundError(f"{path}: no vocab.json + merges.txt")
         return cls(os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt"),

@@ -20,6 +20,7 @@ import re
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kbert import hub
 from kbert.io import read_json
 from kbert.tokenizers.base import Tokenizer
 from kbert.tokenizers.gpt import GPTTokenizer
@@ -264,7 +265,7 @@ class RobertaTokenizer(Tokenizer):
     def from_pretrained(cls, path: str | os.PathLike, **kwargs) -> "RobertaTokenizer":
         """A folder with `vocab.json` + `merges.txt` (Hugging Face, kbert); the special
         tokens' `lstrip` from its `tokenizer_config.json` where it declares them."""
-        path = os.fspath(path)
+        path = hub.resolve(path)
         vocab, merges = os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt")
         if not (os.path.exists(vocab) and os.path.exists(merges)):
             raise FileNotFoundError(f"{path}: no vocab.json + merges.txt (Hugging Face "

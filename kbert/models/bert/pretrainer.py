@@ -23,7 +23,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from kbert import convert
+from kbert import convert, hub
 from kbert.layers.activations import get_activation
 from kbert.layers.initializers import truncated_normal
 from kbert.models.bert import checkpoints
@@ -160,7 +160,7 @@ class BertPretrainer(Quantizable, keras.Model):
         from kbert.convert import initialization
 
         with initialization.deferred():
-            return cls._load(os.fspath(path), dtype)
+            return cls._load(hub.resolve(path), dtype)
 
     @classmethod
     def _load(cls, folder, dtype) -> "BertPretrainer":

@@ -8,6 +8,7 @@ import os
 import keras
 from keras import ops
 
+from kbert import hub
 from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
@@ -273,6 +274,7 @@ class GPTLanguageModel(Quantizable, keras.Model):
         """The decoder's folder formats (see `GPTDecoder.from_pretrained`, which also
         says what `dtype` and `quantize` do); the tokenizer too when the folder has its
         files."""
+        path = hub.resolve(path)
         decoder = GPTDecoder.from_pretrained(path, dtype=dtype, quantize=quantize,
                                              **config_overrides)
         tokenizer = None

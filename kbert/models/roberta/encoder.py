@@ -12,6 +12,7 @@ import os
 import keras
 from keras import ops
 
+from kbert import hub
 from kbert.layers.activations import get_activation
 from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import initializer_from, truncated_normal
@@ -230,7 +231,8 @@ class RobertaMaskedLM(Quantizable, keras.Model):
         from kbert.models.roberta import checkpoints
 
         with initialization.deferred():  # as Pretrained.from_pretrained
-            return checkpoints.load_masked_lm(cls, RobertaEncoder, path, dtype=dtype)
+            return checkpoints.load_masked_lm(cls, RobertaEncoder, hub.resolve(path),
+                                              dtype=dtype)
 
     def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
         from kbert.models.base import refuse_quantized

@@ -23,7 +23,7 @@ import argparse
 import json
 import sys
 
-from kbert.cli import HelpFormatter
+from kbert.cli import HelpFormatter, model_path
 
 
 def _create_data_parser() -> argparse.ArgumentParser:
@@ -128,8 +128,9 @@ def _train_parser() -> argparse.ArgumentParser:
     data.add_argument("--vocab_file", help="bert with --input_file and no --init_from: the "
                                            "vocab.txt create_data used")
     model = p.add_argument_group("model")
-    model.add_argument("--init_from", help="continue from this folder (Google, Hugging Face "
-                                           "or kbert BERT; a GPT folder; an ELMo folder)")
+    model.add_argument("--init_from", type=model_path,
+                       help="continue from this folder (Google, Hugging Face or kbert BERT; "
+                            "a GPT folder; an ELMo folder) or Hugging Face Hub name")
     model.add_argument("--from_scratch", action="store_true",
                        help="gpt, roberta: new weights of --init_from's config (its "
                             "tokenizer kept)")
