@@ -1,8 +1,10 @@
 """`python -m kbert.tasks.glue`: fine-tune BERT on a GLUE task, evaluate on dev,
-write test predictions for the GLUE server.
+write test predictions for the GLUE server; or the same on your own CSV/JSON Lines.
 
     python -m kbert.tasks.glue --task mrpc --data_dir glue_data/MRPC \\
         --init_from uncased_L-12_H-768_A-12 --output_dir out/mrpc --do_predict
+    python -m kbert.tasks.glue --train_file train.csv --validation_file dev.jsonl \\
+        --test_file test.csv --init_from bert-base-uncased --output_dir out/mine
 
 Flags follow the original run_classifier.py (max_seq_length 128, batch 32,
 learning rate 2e-5, 3 epochs). MNLI evaluates on dev matched and mismatched and, with
@@ -26,8 +28,22 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kbert.tasks.glue",
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
-    p.add_argument("--task", required=True, choices=list(TASKS),
-                   help="GLUE task (ax: the diagnostic set, predicted with an MNLI run)")
+    p.add_argument("--task", default=None, choices=list(TASKS),
+                   help="GLUE task (ax: the diagnostic set, predicted with an MNLI run); "
+                        "none with --train_file (your own data)")
+    own = p.add_argument_group(
+        "your own data (instead of --task; Hugging Face run_glue.py's files and columns)")
+    own.add_argument("--train_file", help="CSV, TSV (header row) or JSON Lines: a 'label' "
+                                          "column and one or two text columns")
+    own.add_argument("--validation_file", help="the same columns: dev metrics (accuracy and "
+                                               "macro F1, or Pearson/Spearman for numbers)")
+    own.add_argument("--test_file", help="the text column(s), labels not needed: "
+                                         "OUTPUT_DIR/test_predictions.tsv with your label names")
+    own.add_argument("--text_column", help="default: sentence1 if there is one, else the "
+                                           "first column besides the label")
+    own.add_argument("--text_pair_column", help="default: sentence2 with sentence1, else the "
+                                                "second column besides the label, if any")
+    own.add_argument("--label_column", help="default: label")
     data = p.add_argument_group("data")
     data.add_argument("--data_dir", help="the task's folder of the GLUE download "
                                          "(train.tsv, dev.tsv, test.tsv, ...)")
@@ -61,6 +77,10 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+OWN_FLAGS = ("train_file", "validation_file", "test_file", "text_column", "text_pair_column",
+             "label_column")
+
+
 def main(argv=None) -> int:
     from kbert.cli import add_cli_flags, check_export_dir, run_command
     from kbert.cli import UsageError
@@ -74,7 +94,21 @@ def main(argv=None) -> int:
     def validate(args):
         from kbert.tasks.common import check_export_support, check_training_flags
 
-        check_training_flags(args, pair=get_task(args.task).is_pair)
+        own = [f for f in OWN_FLAGS if getattr(args, f)]
+        if args.task is None and not args.train_file:
+            raise UsageError("give --task (a GLUE task) or --train_file (your own data)")
+        if args.task is not None and own:
+            raise UsageError(f"--{own[0]}: your own data replaces --task {args.task}; give "
+                             "one of them")
+        if own and not args.train_file:
+            raise UsageError(f"--{own[0]}: needs --train_file (the labels come from it)")
+        if own and (args.data_dir or args.tfds):
+            raise UsageError(f"--{'data_dir' if args.data_dir else 'tfds'}: reads a GLUE "
+                             "task; with --train_file give --validation_file/--test_file")
+        if args.train_file and args.text_pair_column and not args.text_column:
+            raise UsageError("--text_pair_column: give --text_column too")
+        pair = get_task(args.task).is_pair if args.task else bool(args.text_pair_column)
+        check_training_flags(args, pair=pair)
         check_export_dir(args.export_dir, args.overwrite)
         if args.export_dir:
             check_export_support(args, "classifier")
@@ -89,7 +123,8 @@ def main(argv=None) -> int:
     parser = _parser()
     add_cli_flags(parser)
     results, task = run_command(parser, sys.argv[1:] if argv is None else argv,
-                                lambda args: (run(args), args.task), validate)
+                                lambda args: (run(args), args.task or args.train_file),
+                                validate)
     print(f"GLUE {task}: " + json.dumps(results))
     return 0
 

@@ -163,3 +163,124 @@ def _load_tfds(task: GlueTask, split: str, data_dir: str | None = None) -> list[
             label = task.tfds_labels[int(label)]
         examples.append(GlueExample(str(int(ex["idx"])), a, b, label))
     return examples
+
+
+# ---------------------------------------------------------------- a user's own files
+def own_columns(columns: list[str], path: str, text_column: str | None = None,
+                text_pair_column: str | None = None, label_column: str | None = None
+                ) -> tuple[str, str | None, str]:
+    """(text, text pair or None, label) columns by Hugging Face run_glue.py's rule: a
+    `label` column; `sentence1` and `sentence2` if both are there, else the first two
+    other columns, else the first one. The flags' columns win."""
+    label = label_column or "label"
+    if label not in columns:
+        raise ValueError(f"{path}: no {label!r} column (columns: {', '.join(columns)})"
+                         + ("" if label_column else "; name yours with --label_column"))
+    others = [c for c in columns if c != label]
+    for flag, given in (("--text_column", text_column), ("--text_pair_column", text_pair_column)):
+        if given and given not in columns:
+            raise ValueError(f"{path}: no {given!r} column for {flag} (columns: "
+                             f"{', '.join(columns)})")
+    if text_column:
+        return text_column, text_pair_column, label
+    if "sentence1" in others and "sentence2" in others:
+        return "sentence1", text_pair_column or "sentence2", label
+    if not others:
+        raise ValueError(f"{path}: no text column besides {label!r}")
+    return others[0], text_pair_column or (others[1] if len(others) > 1 else None), label
+
+
+def _label_kind(values: list) -> str:
+    """run_glue.py's rule, which reads the column's type: 'regression' when every label
+    is a number and one is written as a float (`0.5`, `3.0`), else 'classification'
+    (strings, or whole numbers, which name classes)."""
+    floats = False
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            return "classification"
+        if isinstance(v, float):
+            floats = True
+            continue
+        if isinstance(v, int):
+            continue
+        try:
+            int(v)
+            continue
+        except ValueError:
+            pass
+        try:
+            float(v)
+        except ValueError:
+            return "classification"
+        floats = True
+    return "regression" if floats else "classification"
+
+
+def _label_name(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def load_own_files(train_file: str | None, validation_file: str | None,
+                   test_file: str | None, text_column=None, text_pair_column=None,
+                   label_column=None) -> tuple[GlueTask, list, list, list]:
+    """A classification or regression task from the user's files (CSV, TSV, JSON
+    Lines): (task, train, validation, test examples). Labels are detected from the
+    training file and stated in the log; the validation file's must be among them."""
+    from kbert.tasks.own_data import field, read_rows
+
+    columns, train_rows = read_rows(train_file, "--train_file")
+    if not train_rows:
+        raise ValueError(f"{train_file}: no rows")
+    text_a, text_b, label = own_columns(columns, train_file, text_column, text_pair_column,
+                                        label_column)
+    raw = [field(train_file, line, row, label, "label") for line, row in train_rows]
+    kind = _label_kind(raw)
+    if kind == "regression":
+        labels = None
+        logger.info("%s: labels are numbers, not all whole: a regression task (metrics: "
+                    "Pearson, Spearman)", train_file)
+    else:
+        labels = tuple(sorted({_label_name(v) for v in raw}))
+        if len(labels) < 2:
+            raise ValueError(f"{train_file}: column {label!r} holds one label, {labels[0]!r}; "
+                             "a classifier needs two or more")
+        logger.info("%s: %d labels %s (metrics: accuracy, macro F1)", train_file,
+                    len(labels), ", ".join(labels))
+    logger.info("%s: text column %r%s, label column %r", train_file, text_a,
+                f", pair column {text_b!r}" if text_b else "", label)
+    name = os.path.splitext(os.path.basename(train_file))[0]
+    task = GlueTask(name, labels, text_a, text_b, label,
+                    ("pearson", "spearman") if labels is None else ("accuracy", "f1_macro"),
+                    {}, {"test": "test_predictions.tsv"}, "", {}, None)
+
+    def examples(path, flag, rows, labelled):
+        out = []
+        for line, row in rows:
+            value = None
+            if labelled:
+                value = field(path, line, row, label, "label")
+                if labels is None:
+                    try:
+                        value = float(value)
+                    except (TypeError, ValueError):
+                        raise ValueError(f"{path}:{line}: column {label!r}: {value!r} is not "
+                                         "a number") from None
+                else:
+                    value = _label_name(value)
+                    if value not in labels:
+                        raise ValueError(f"{path}:{line}: column {label!r}: label {value!r} "
+                                         f"is not in {train_file}'s labels ({', '.join(labels)})")
+            out.append(GlueExample(str(len(out)), field(path, line, row, text_a),
+                                   field(path, line, row, text_b) if text_b else None, value))
+        return out
+
+    train = examples(train_file, "--train_file", train_rows, True)
+    dev = test = []
+    if validation_file:
+        dev = examples(validation_file, "--validation_file",
+                       read_rows(validation_file, "--validation_file")[1], True)
+    if test_file:
+        test = examples(test_file, "--test_file", read_rows(test_file, "--test_file")[1], False)
+    return task, train, dev, test

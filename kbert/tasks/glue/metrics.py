@@ -1,6 +1,6 @@
 """GLUE metrics, as the benchmark computes them (scikit-learn / SciPy definitions),
-in NumPy: Matthews correlation, accuracy, binary F1 (positive label "1"), Pearson and
-Spearman correlation. Scores are fractions in 0..1, as the GLUE server reports them."""
+in NumPy: Matthews correlation, accuracy, binary F1 (positive label "1"), macro F1 (a
+user's own classes), Pearson and Spearman correlation. Scores are fractions in 0..1, as the GLUE server reports them."""
 
 from __future__ import annotations
 
@@ -21,6 +21,16 @@ def f1_binary(labels, predictions, positive=1) -> float:
     fn = np.sum((predictions != positive) & (labels == positive))
     denominator = 2 * tp + fp + fn
     return float(2 * tp / denominator) if denominator else 0.0
+
+
+def f1_macro(labels, predictions) -> float:
+    """The unweighted mean of each class's F1, over the classes in the labels or the
+    predictions (scikit-learn's `f1_score(average="macro")`)."""
+    labels, predictions = np.asarray(labels), np.asarray(predictions)
+    classes = np.union1d(labels, predictions)
+    if not classes.size:
+        return 0.0
+    return float(np.mean([f1_binary(labels, predictions, c) for c in classes]))
 
 
 def matthews_corrcoef(labels, predictions) -> float:
@@ -68,7 +78,8 @@ def spearman(labels, predictions) -> float:
     return pearson(_ranks(labels), _ranks(predictions))
 
 
-_METRICS = {"accuracy": accuracy, "f1": f1_binary, "matthews_corrcoef": matthews_corrcoef,
+_METRICS = {"accuracy": accuracy, "f1": f1_binary, "f1_macro": f1_macro,
+            "matthews_corrcoef": matthews_corrcoef,
             "pearson": pearson, "spearman": spearman}
 
 

@@ -18,7 +18,7 @@ from kbert.io import atomic_file
 from kbert.models import registry
 from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
                                 tokenizer_options, trim_multiple)
-from kbert.tasks.glue.data import load_dataset
+from kbert.tasks.glue.data import load_dataset, load_own_files
 from kbert.tasks.glue.metrics import compute_metrics
 from kbert.tasks.glue.model import build_classifier
 from kbert.tasks.glue.tasks import GlueTask, get_task
@@ -115,12 +115,15 @@ def predict(model, task: GlueTask, inputs, batch_size: int, trim: int = 0, token
 
 
 def write_submission(path: str, task: GlueTask, examples, predictions) -> None:
-    """`index<TAB>prediction` with a header, as the GLUE server takes it."""
+    """`index<TAB>prediction` with a header, as the GLUE server takes it (STS-B's
+    scores clipped to its 0..5; a user's own numbers as predicted)."""
     with atomic_file(path) as f:
         f.write("index\tprediction\n")
         for example, prediction in zip(examples, predictions):
             if task.is_regression:
-                prediction = f"{min(5.0, max(0.0, prediction)):.3f}"
+                if task.name == "stsb":
+                    prediction = min(5.0, max(0.0, prediction))
+                prediction = f"{prediction:.3f}"
             f.write(f"{example.index}\t{prediction}\n")
 
 
@@ -176,23 +179,31 @@ def run(args) -> dict:
     runtime = training.Runtime.from_flags(args)
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
-    task = get_task(args.task)
     # predict_ax reads it
     trim = args.trim_padding = trim_multiple(args.trim_padding, runtime.strategy,
                                              args.max_seq_length)
-    if task.name == "ax":
-        return predict_ax(args)
-    if not args.data_dir and not args.tfds:
-        raise SystemExit("give --data_dir (the task's folder of the GLUE download, e.g. "
-                         "glue_data/MRPC) or --tfds")
-    data_dir = None if args.tfds else args.data_dir
-    # Read (and so validate) every file before training.
-    tfds_dir = getattr(args, "tfds_data_dir", None)
-    train = load_dataset(task, "train", data_dir, tfds_dir)
-    dev = {s: load_dataset(task, s, data_dir, tfds_dir) for s in _dev_splits(task)}
-    test = {s: load_dataset(task, s, data_dir, tfds_dir) for s in _test_splits(task)} \
-        if args.do_predict else {}
-    ax_file = _ax_file(args) if task.name == "mnli" and args.do_predict else None
+    if getattr(args, "train_file", None):  # the user's own files, every one read first
+        task, train, dev_examples, test_examples = load_own_files(
+            args.train_file, args.validation_file, args.test_file, args.text_column,
+            args.text_pair_column, args.label_column)
+        dev = {"dev": dev_examples} if args.validation_file else {}
+        test = {"test": test_examples} if args.test_file else {}
+        ax_file = None
+    else:
+        task = get_task(args.task)
+        if task.name == "ax":
+            return predict_ax(args)
+        if not args.data_dir and not args.tfds:
+            raise SystemExit("give --data_dir (the task's folder of the GLUE download, e.g. "
+                             "glue_data/MRPC) or --tfds")
+        data_dir = None if args.tfds else args.data_dir
+        # Read (and so validate) every file before training.
+        tfds_dir = getattr(args, "tfds_data_dir", None)
+        train = load_dataset(task, "train", data_dir, tfds_dir)
+        dev = {s: load_dataset(task, s, data_dir, tfds_dir) for s in _dev_splits(task)}
+        test = {s: load_dataset(task, s, data_dir, tfds_dir) for s in _test_splits(task)} \
+            if args.do_predict else {}
+        ax_file = _ax_file(args) if task.name == "mnli" and args.do_predict else None
     if not train:
         raise SystemExit(f"GLUE {task.name}: the training split is empty")
     logger.info("GLUE %s: %d training examples; %s", task.name, len(train),
