@@ -3,6 +3,7 @@ alignment, both heads learning a synthetic task, and the exported `ner` SavedMod
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -229,6 +230,50 @@ def test_finetune_mode_learns_synthetic_ner(finetuned):
     for split in ("dev", "test"):
         assert_equals_conlleval(results[split], run_conlleval(
             finetuned / f"{split}_predictions.txt", finetuned))
+
+
+@pytest.mark.e2e
+def test_json_lines_train_as_the_conll_files_do(finetuned, tmp_path, capsys):
+    """run_ner.py's JSON Lines (`tokens`, `ner_tags`: names in train, ids with
+    --label_list in dev) of the same sentences as the CoNLL files: the same run, the
+    same conlleval scores."""
+    labels = ["O", "B-LOC", "I-LOC", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+    train, dev = tmp_path / "train.jsonl", tmp_path / "dev.json"
+    train.write_text("".join(json.dumps({"id": str(i), "tokens": w, "ner_tags": t}) + "\n"
+                             for i, (w, t) in enumerate(make_sentences(1500, seed=0))))
+    dev.write_text("".join(json.dumps({"tokens": w, "ner_tags": [labels.index(x) for x in t]})
+                           + "\n" for w, t in make_sentences(200, seed=1)))
+    out = tmp_path / "out"
+    assert cli.main(["--train_file", str(train), "--dev_file", str(dev), "--label_list",
+                     ",".join(labels), "--output_dir", str(out), "--learning_rate", "1e-3",
+                     *SMALL]) == 0
+    got = json.loads((out / "eval_results.json").read_text())["dev"]
+    want = json.loads((finetuned / "eval_results.json").read_text())["dev"]
+    assert got["f1"] >= 90 and got["f1"] == pytest.approx(want["f1"], abs=0.5), (got, want)
+    assert (out / "dev_predictions.txt").read_text().split("\n")[0].split(" ")[1] in labels
+    capsys.readouterr()
+    dev.write_text(json.dumps({"tokens": ["Paris"], "ner_tags": [9]}) + "\n")
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--train_file", str(train), "--dev_file", str(dev), "--label_list",
+                  ",".join(labels), "--output_dir", str(tmp_path / "out2")])
+    assert exit_.value.code == 1 and capsys.readouterr().err.strip().splitlines() == [
+        f"error: {dev}:1: column 'ner_tags': id 9 is not in --label_list (7 names)"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"tokens": ["a"]}', "no 'ner_tags' column"),
+    ('{"tokens": ["a", "b"], "ner_tags": ["O"]}', "2 tokens but 1 ner_tags"),
+    ('{"tokens": ["a"], "ner_tags": [0]}', "column 'ner_tags' holds ids (0); give their "
+                                           "names with --label_list O,B-PER,I-PER,..."),
+    ('{"tokens": ["a"], "ner_tags": ["PER"]}', "column 'ner_tags': 'PER' is not a NER tag"),
+    ('{"tokens": "a b", "ner_tags": ["O"]}', "column 'tokens' is a str, expected a list"),
+    ('["a", "O"]', "a list, expected an object"),
+])
+def test_bad_json_lines_name_file_line_and_column(tmp_path, text, message):
+    path = tmp_path / "train.jsonl"
+    path.write_text('{"tokens": ["Paris"], "ner_tags": ["B-LOC"]}\n\n' + text + "\n")
+    with pytest.raises(ValueError, match="^" + re.escape(f"{path}:3: {message}")):
+        ner.data.read_ner_file(str(path))
 
 
 @pytest.mark.e2e

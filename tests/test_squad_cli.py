@@ -75,6 +75,26 @@ def test_small_end_to_end_run(tmp_path, capsys, recwarn):
     assert set(model.output) == {"start_logits", "end_logits"}
     # The span head does not read the pooler, which is frozen: no missing gradients.
     assert not [w for w in recwarn if "Gradients do not exist" in str(w.message)]
+    # The dev set as Hugging Face run_qa.py's JSON Lines (datasets' `squad` records; the
+    # sample's answers repeat, as SQuAD's do): the same questions, the same scores.
+    records = tmp_path / "dev.jsonl"
+    with open(records, "w", encoding="utf-8") as f:
+        for article in dev["data"]:
+            for paragraph in article["paragraphs"]:
+                for qa in paragraph["qas"]:
+                    f.write(json.dumps({
+                        "id": qa["id"], "title": article["title"],
+                        "context": paragraph["context"], "question": qa["question"],
+                        "answers": {"text": [a["text"] for a in qa["answers"]],
+                                    "answer_start": [a["answer_start"] for a in qa["answers"]]},
+                    }) + "\n")
+    capsys.readouterr()
+    assert cli.main(["--output_dir", str(tmp_path), "--sample_paragraphs", "24",
+                     "--num_train_epochs", "1", "--max_seq_length", "64",
+                     "--doc_stride", "32", "--steps_per_loop", "5", "--do_predict",
+                     "--predict_file", str(records)]) == 0
+    assert json.loads((tmp_path / "eval_results.json").read_text()) == results
+    assert json.loads((tmp_path / "predictions.json").read_text()) == preds
 
 
 def test_bad_input_fails_before_training(tmp_path, capsys):
@@ -167,3 +187,37 @@ def test_embedded_default_v2_reaches_em_and_f1_93(tmp_path, capsys):
     assert results["exact"] >= 93.0 and results["f1"] >= 93.0, results
     assert (tmp_path / "serving" / "squad" / "1" / "saved_model.pb").exists()
     assert "SQuAD v2.0: EM" in capsys.readouterr().out
+
+
+def test_json_lines_records_read_as_the_nested_file(tmp_path):
+    """run_qa.py's flat records (JSON Lines, or a list under `data` in a .json) read
+    into the examples the nested SQuAD file gives, v1.1 and v2.0 (an empty `answers`
+    is an unanswerable question, as in `datasets`' squad_v2)."""
+    from kbert.tasks.squad.data import load_json, read_squad
+
+    for v2 in (False, True):
+        nested = make_sample(6, seed=1, version_2=v2)
+        records = [{"id": qa["id"], "title": a["title"], "context": p["context"],
+                    "question": qa["question"],
+                    "answers": {"text": [x["text"] for x in qa["answers"]],
+                                "answer_start": [x["answer_start"] for x in qa["answers"]]}}
+                   for a in nested["data"] for p in a["paragraphs"] for qa in p["qas"]]
+        lines = tmp_path / "train.jsonl"
+        lines.write_text("".join(json.dumps(r) + "\n" for r in records))
+        wrapped = tmp_path / "train.json"
+        wrapped.write_text(json.dumps({"version": "1", "data": records}))
+        want = read_squad(nested, strict=True)
+        assert any(e.is_impossible for e in want) == v2
+        for path in (lines, wrapped):
+            got = read_squad(load_json(str(path)), strict=True)
+            assert [(e.qid, e.question, e.context, e.answers, e.is_impossible, e.title)
+                    for e in got] == [(e.qid, e.question, e.context, e.answers,
+                                       e.is_impossible, e.title) for e in want]
+    lines.write_text(json.dumps(records[0]) + "\n" + json.dumps(
+        {**records[0], "answers": {"text": ["x"], "answer_start": []}}) + "\n")
+    with pytest.raises(ValueError, match=rf"^{lines}:2: 'answers' needs lists 'text' and "
+                                         "'answer_start' of one length$"):
+        load_json(str(lines))
+    lines.write_text(json.dumps({k: v for k, v in records[0].items() if k != "question"}))
+    with pytest.raises(ValueError, match=rf"^{lines}:1: no 'question' text$"):
+        load_json(str(lines))

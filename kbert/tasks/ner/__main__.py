@@ -26,9 +26,13 @@ def _parser() -> argparse.ArgumentParser:
                                 description=__doc__.split("\n\n")[0],
                                 formatter_class=HelpFormatter)
     data = p.add_argument_group("data")
-    data.add_argument("--train_file", help="CoNLL-2003 training file (eng.train)")
-    data.add_argument("--dev_file", help="development file (eng.testa)")
-    data.add_argument("--test_file", help="test file (eng.testb)")
+    data.add_argument("--train_file", help="CoNLL-2003 training file (eng.train), or JSON "
+                                           "Lines (.jsonl, .json) with 'tokens' and "
+                                           "'ner_tags' per sentence (run_ner.py's)")
+    data.add_argument("--dev_file", help="development file (eng.testa), the same formats")
+    data.add_argument("--test_file", help="test file (eng.testb), the same formats")
+    data.add_argument("--label_list", default=None, metavar="O,B-PER,...",
+                      help="JSON Lines whose ner_tags are ids: the tag names, in id order")
     data.add_argument("--tfds", action="store_true", help="read conll2003 from TFDS")
     data.add_argument("--tfds_data_dir", default=None,
                       help="with --tfds: TFDS's data folder (default: $TFDS_DATA_DIR or "

@@ -1,4 +1,5 @@
-"""CoNLL-2003 files as distributed, tag schemes, and TFDS `conll2003`.
+"""CoNLL-2003 files as distributed, Hugging Face run_ner.py's JSON Lines, tag schemes,
+and TFDS `conll2003`.
 
 A file holds one token per line, `word POS chunk NER` separated by spaces;
 `-DOCSTART-` lines open documents and blank lines end sentences. The original English
@@ -71,6 +72,60 @@ def read_conll(path: str | os.PathLike, scheme: str = "bio2") -> list[Sentence]:
             tags.append(fields[-1])
     if words:
         sentences.append(Sentence(words, tags, document, start))
+    if scheme:
+        for s in sentences:
+            s.tags = convert_tags(s.tags, scheme)
+    return sentences
+
+
+def read_ner_file(path: str, scheme: str = "bio2", label_list: list[str] | None = None
+                  ) -> list[Sentence]:
+    """A CoNLL file, or (`.json`, `.jsonl`) Hugging Face run_ner.py's JSON Lines: an
+    object per sentence with `tokens` (words) and `ner_tags` (tag names, or ids into
+    `label_list`)."""
+    path = os.fspath(path)
+    if os.path.splitext(path)[1].lower() in (".json", ".jsonl"):
+        return read_ner_jsonl(path, scheme, label_list)
+    return read_conll(path, scheme)
+
+
+def read_ner_jsonl(path: str, scheme: str = "bio2", label_list: list[str] | None = None
+                   ) -> list[Sentence]:
+    """run_ner.py's JSON Lines (see `read_ner_file`); every error names file, line and
+    column: a missing column, lengths that differ, an id without --label_list or out of
+    it, a tag that is not O/B-X/I-X/E-X/S-X."""
+    from kbert.tasks.own_data import field, read_rows
+
+    sentences = []
+    for line, row in read_rows(path, "--train_file")[1]:
+        words = field(path, line, row, "tokens", "list")
+        tags = field(path, line, row, "ner_tags", "list")
+        for column, value in (("tokens", words), ("ner_tags", tags)):
+            if not isinstance(value, list):
+                raise ValueError(f"{path}:{line}: column {column!r} is a "
+                                 f"{type(value).__name__}, expected a list")
+        if len(words) != len(tags):
+            raise ValueError(f"{path}:{line}: {len(words)} tokens but {len(tags)} ner_tags")
+        if not words:
+            continue
+        if any(not isinstance(w, str) or not w.strip() for w in words):
+            raise ValueError(f"{path}:{line}: column 'tokens' holds an empty or non-text "
+                             "token")
+        names = []
+        for tag in tags:
+            if isinstance(tag, int) and not isinstance(tag, bool):
+                if label_list is None:
+                    raise ValueError(f"{path}:{line}: column 'ner_tags' holds ids ({tag}); "
+                                     "give their names with --label_list O,B-PER,I-PER,...")
+                if not 0 <= tag < len(label_list):
+                    raise ValueError(f"{path}:{line}: column 'ner_tags': id {tag} is not in "
+                                     f"--label_list ({len(label_list)} names)")
+                tag = label_list[tag]
+            if not isinstance(tag, str) or not _TAG.match(tag):
+                raise ValueError(f"{path}:{line}: column 'ner_tags': {tag!r} is not a NER "
+                                 "tag (O, B-X, I-X, E-X or S-X)")
+            names.append(tag)
+        sentences.append(Sentence(list(words), names, 0, line))
     if scheme:
         for s in sentences:
             s.tags = convert_tags(s.tags, scheme)

@@ -15,7 +15,7 @@ from kbert.io import atomic_file
 from kbert.models import registry
 from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
                                 tokenizer_options, trim_multiple)
-from kbert.tasks.ner.data import labels_of, load_tfds, read_conll
+from kbert.tasks.ner.data import labels_of, load_tfds, read_ner_file
 from kbert.tasks.ner.evaluate import evaluate
 from kbert.tasks.ner.features import convert_sentences, word_predictions
 from kbert.tasks.ner.model import build_model, ner_loss, prepare_encoder
@@ -34,7 +34,9 @@ def _load(args):
         raise SystemExit("give --train_file (and --dev_file, --test_file): CoNLL-2003 files "
                          "such as eng.train, eng.testa, eng.testb; or --tfds")
     files = {"train": args.train_file, "dev": args.dev_file, "test": args.test_file}
-    return {split: read_conll(path) for split, path in files.items() if path}
+    names = args.label_list.split(",") if getattr(args, "label_list", None) else None
+    return {split: read_ner_file(path, label_list=names) for split, path in files.items()
+            if path}
 
 
 def write_predictions(path, sentences, predictions) -> None:

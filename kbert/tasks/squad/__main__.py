@@ -45,8 +45,11 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m kbert.tasks.squad", description=__doc__.split("\n\n")[0],
         formatter_class=HelpFormatter)
     data = p.add_argument_group("data (none given: the bundled sample)")
-    data.add_argument("--train_file", help="SQuAD JSON to train on")
-    data.add_argument("--predict_file", help="SQuAD JSON to predict and evaluate on")
+    data.add_argument("--train_file", help="SQuAD JSON to train on, or JSON Lines (.jsonl) "
+                                           "of run_qa.py's flat records (id, title, "
+                                           "context, question, answers)")
+    data.add_argument("--predict_file", help="SQuAD JSON or JSON Lines to predict and "
+                                             "evaluate on")
     data.add_argument("--tfds", action="store_true",
                       help="read squad/v1.1 or squad/v2.0 from TensorFlow Datasets")
     data.add_argument("--tfds_data_dir", default=None,

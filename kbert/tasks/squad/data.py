@@ -30,12 +30,59 @@ class SquadExample:
 
 
 def load_json(path: str | os.PathLike) -> dict:
-    """Loads a SQuAD file; malformed JSON is an error naming the file and line."""
+    """Loads a SQuAD file as SQuAD's own nested JSON (`data` -> `paragraphs` -> `qas`):
+    SQuAD v1.1 / v2.0 files as distributed, or the flat records of Hugging Face's
+    run_qa.py / `datasets`' `squad` (`id`, `title`, `context`, `question`, `answers`:
+    {`text`: [...], `answer_start`: [...]}, empty for an unanswerable question) as JSON
+    Lines (`.jsonl`) or under `data` in a `.json`. Malformed input is an error naming
+    the file and line."""
     path = os.fspath(path)
+    if path.lower().endswith(".jsonl"):
+        from kbert.tasks.own_data import read_rows
+
+        return records_to_squad(read_rows(path, "--train_file")[1], path)
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
         raise ValueError(f"{path}: not a SQuAD file (expected an object with a 'data' list)")
+    first = data["data"][0] if data["data"] else {}
+    if isinstance(first, dict) and "paragraphs" not in first and "context" in first:
+        return records_to_squad(list(enumerate(data["data"], start=1)), path, "record")
     return data
+
+
+def records_to_squad(rows, path: str, unit: str = "line") -> dict:
+    """Flat question records [(line, record)] -> SQuAD's nested JSON: one article per
+    title, one paragraph per run of records with the same context, in file order."""
+
+    def where(line):
+        return f"{path}:{line}" if unit == "line" else f"{path}: {unit} {line}"
+
+    articles: list[dict] = []
+    for line, rec in rows:
+        for key in ("id", "context", "question"):
+            if not isinstance(rec.get(key), str):
+                raise ValueError(f"{where(line)}: no {key!r} text")
+        answers = rec.get("answers", {"text": [], "answer_start": []})
+        if isinstance(answers, dict):
+            texts, starts = answers.get("text"), answers.get("answer_start")
+            if not isinstance(texts, list) or not isinstance(starts, list) \
+                    or len(texts) != len(starts):
+                raise ValueError(f"{where(line)}: 'answers' needs lists 'text' and "
+                                 "'answer_start' of one length")
+            answers = [{"text": t, "answer_start": a} for t, a in zip(texts, starts)]
+        elif not isinstance(answers, list):
+            raise ValueError(f"{where(line)}: 'answers' is a {type(answers).__name__}")
+        title = str(rec.get("title", ""))
+        if not articles or articles[-1]["title"] != title:
+            articles.append({"title": title, "paragraphs": []})
+        paragraphs = articles[-1]["paragraphs"]
+        if not paragraphs or paragraphs[-1]["context"] != rec["context"]:
+            paragraphs.append({"context": rec["context"], "qas": []})
+        qa = {"id": rec["id"], "question": rec["question"], "answers": answers}
+        if not answers:  # datasets' squad_v2: no answers is an unanswerable question
+            qa["is_impossible"] = True
+        paragraphs[-1]["qas"].append(qa)
+    return {"version": "records", "data": articles}
 
 
 def read_squad(path_or_json, strict: bool = False, source: str | None = None

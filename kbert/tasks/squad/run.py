@@ -49,7 +49,7 @@ def load_data(args):
                              "bundled sample)")
         train, dev, dev_json = [], [], None
         if args.do_train:
-            train = read_squad(args.train_file)
+            train = read_squad(load_json(args.train_file), source=args.train_file)
             if not train:
                 raise ValueError(f"--train_file {args.train_file}: no questions to train on")
             check_version(args.train_file, train, args.version_2_with_negative)
