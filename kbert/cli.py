@@ -119,7 +119,8 @@ def check_rerun(args, flags: dict) -> None:
                              f"flags: {changes}. Give the same flags to resume it, another "
                              "--output_dir, or --overwrite_output_dir to start over")
     if getattr(args, "overwrite_output_dir", False):
-        shutil.rmtree(os.path.join(output_dir, "checkpoints"), ignore_errors=True)
+        for folder in ("checkpoints", "best"):  # best: kbert.training.evaluation's
+            shutil.rmtree(os.path.join(output_dir, folder), ignore_errors=True)
     with atomic_file(path) as f:
         json.dump({**settings, IN_EFFECT: in_effect}, f, indent=2, sort_keys=True)
 

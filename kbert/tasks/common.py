@@ -233,6 +233,18 @@ def check_training_flags(args, specials: int | None = None, model_flag: bool = T
                          f"--steps_per_execution {execution} (Keras runs whole executions)")
     if getattr(args, "keep_checkpoints", 0) < 0:
         raise UsageError(f"--keep_checkpoints {args.keep_checkpoints}: must be 0 or more")
+    strategy = getattr(args, "eval_strategy", "no")
+    if getattr(args, "eval_steps", None) is not None and strategy != "steps":
+        raise UsageError(f"--eval_steps {args.eval_steps}: goes with --eval_strategy steps")
+    if strategy == "steps" and not (args.eval_steps or 0) >= 1:
+        raise UsageError("--eval_strategy steps: give --eval_steps (at least 1)")
+    patience = getattr(args, "early_stopping_patience", 0)
+    if patience < 0:
+        raise UsageError(f"--early_stopping_patience {patience}: must be 0 or more")
+    if strategy == "no":
+        for flag in ("early_stopping_patience", "metric_for_best_model"):
+            if getattr(args, flag, None):
+                raise UsageError(f"--{flag}: needs --eval_strategy epoch or steps")
     epochs = getattr(args, "num_train_epochs", None)
     if epochs is not None and not epochs > 0:
         raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")

@@ -49,11 +49,30 @@ def add_training_flags(group, *, learning_rate, epochs, output_dir: str,
                        export_help: str | None, batch_size: int = 32,
                        seq_help: str | None = None, trim_padding: bool = False,
                        output_help: str = "predictions, metrics, checkpoints and the "
-                                          "fine-tuned model") -> None:
+                                          "fine-tuned model",
+                       best_model: str | None = None) -> None:
     """Batch sizes, schedule, checkpoints, output and export folders, seed. With
     `learning_rate=None` the command defines --learning_rate and --num_train_epochs;
     with `seq_help`, --max_seq_length (default 128) is added too; with `trim_padding`,
-    --trim_padding (see `trim_multiple`); with `export_help=None`, no --export_dir."""
+    --trim_padding (see `trim_multiple`); with `export_help=None`, no --export_dir;
+    with `best_model` (the help of --metric_for_best_model's default), evaluation
+    during training: --eval_strategy, --eval_steps, --metric_for_best_model,
+    --greater_is_better, --early_stopping_patience (transformers' names)."""
+    if best_model is not None:
+        group.add_argument("--eval_strategy", default="no", choices=["no", "epoch", "steps"],
+                           help="evaluate on the dev set during training, every epoch or "
+                                "every --eval_steps steps, keep the best weights "
+                                "(OUTPUT_DIR/best) and end with them: metrics, task folder "
+                                "and export are the best evaluation's")
+        group.add_argument("--eval_steps", type=int, default=None,
+                           help="with --eval_strategy steps: steps between evaluations")
+        group.add_argument("--metric_for_best_model", default=None,
+                           help=f"the dev metric that picks the best weights ({best_model})")
+        group.add_argument("--greater_is_better", type=parse_bool, default=True,
+                           metavar="true|false", help="whether a larger metric is better")
+        group.add_argument("--early_stopping_patience", type=int, default=0,
+                           help="stop after this many evaluations without improvement "
+                                "(0: never)")
     if seq_help:
         group.add_argument("--max_seq_length", type=int, default=128, help=seq_help)
     if trim_padding:

@@ -6,6 +6,7 @@ from kbert._lazy import lazy_package
 # TensorFlow is imported.
 _EXPORTS = {
     "AdamW": "kbert.training.optimization",
+    "BestModel": "kbert.training.evaluation",
     "ENCODER_INPUTS": "kbert.training.distribute",
     "Lamb": "kbert.training.optimization",
     "NO_DECAY_NAMES": "kbert.training.optimization",
@@ -17,6 +18,7 @@ _EXPORTS = {
     "add_runtime_flags": "kbert.training.flags",
     "compile_model": "kbert.training.loop",
     "create_optimizer": "kbert.training.optimization",
+    "eval_interval": "kbert.training.evaluation",
     "finalize_dataset": "kbert.training.distribute",
     "fit": "kbert.training.loop",
     "latest_step": "kbert.training.loop",

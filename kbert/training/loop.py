@@ -271,8 +271,8 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         steps_per_loop: int = 100, checkpoint_dir: str | None = None, keep_checkpoints: int = 3,
         validation_data=None, tensorboard_dir: str | None = None,
         examples_per_step: int | None = None, tokens_per_step: float | None = None,
-        callbacks=(), verbose: int | str = "auto", steps_per_epoch: float | None = None
-        ) -> keras.callbacks.History | None:
+        callbacks=(), verbose: int | str = "auto", steps_per_epoch: float | None = None,
+        evaluation=None) -> keras.callbacks.History | None:
     """Trains a compiled model for `total_steps` batches of an endless dataset.
 
     Checkpoints (model, optimizer slots and step) are written with
@@ -295,6 +295,9 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         steps_per_epoch: steps in one pass over the training data; given, progress is
             logged in epochs (`Progress`, about ten lines an epoch) instead of Keras'
             per-loop bar, whose "Epoch n/m" counts checkpoint loops.
+        evaluation: a `kbert.training.evaluation.BestModel`, run at the end of every
+            loop before its checkpoint (dev metrics, best weights, early stopping); a
+            run it stopped early is complete.
 
     Returns:
         The Keras History of this run, or None when the run was already complete.
@@ -307,7 +310,7 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         step = tf.Variable(0, dtype=tf.int64, trainable=False, name="consumed_batches")
         if checkpoint_dir and not model.optimizer.built:
             model.optimizer.build(model.trainable_variables)
-    callbacks = list(callbacks)
+    callbacks = list(callbacks) + ([evaluation] if evaluation is not None else [])
     cleanup = None
     if checkpoint_dir:
         # Dropout's random streams (Keras SeedGenerator states) are not tracked by the
@@ -328,6 +331,10 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=keep_checkpoints)
         callbacks.append(_CheckpointEveryLoop(manager, step, steps_per_loop))
     done = int(step.numpy())
+    if evaluation is not None and evaluation.stopped:
+        logger.info("training already complete (stopped early at step %d)",
+                    evaluation.state["stopped_at"])
+        return None
     if done >= total_steps:
         logger.info("training already complete (%d of %d steps)", done, total_steps)
         return None

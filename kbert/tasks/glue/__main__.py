@@ -72,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     add_training_flags(train, learning_rate=2e-5, epochs=3.0, output_dir="runs/glue",
                        export_help="also export a classifier SavedModel for TF Serving here",
                        seq_help="tokens per example; longer ones are cut, with a warning",
-                       trim_padding=True)
+                       trim_padding=True,
+                       best_model="default: the task's main one, e.g. mrpc's f1; your own "
+                                  "data's accuracy or pearson")
     add_runtime_flags(p)
     return p
 

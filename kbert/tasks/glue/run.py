@@ -218,8 +218,27 @@ def run(args) -> dict:
     x = encode(task, tokenizer, train, seq)
     y = label_array(task, train)
     batch = args.train_batch_size
+
+    def dev_metrics(model, prefix=""):
+        out = {}
+        for split, examples in dev.items():
+            predictions = predict(model, task, encode(task, tokenizer, examples, seq),
+                                  args.predict_batch_size, trim, tokenizer, seq)
+            metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
+            suffix = "" if split in ("dev", "dev_matched") else "_mm"
+            out.update({f"{prefix}{k}{suffix}": v for k, v in metrics_.items()})
+        return out
+
+    loop = args.steps_per_loop
+    if getattr(args, "eval_strategy", "no") != "no":
+        if not dev:
+            raise ValueError(f"--eval_strategy {args.eval_strategy}: needs a dev set "
+                             "(--validation_file)")
+        loop = training.eval_interval(args.eval_strategy, args.eval_steps, len(train) / batch,
+                                      args.steps_per_execution)
+        logger.info("evaluating every %d steps (checkpoints too)", loop)
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * len(train) / batch)), args.steps_per_loop,
+        max(1, int(args.num_train_epochs * len(train) / batch)), loop,
         args.steps_per_execution)
     data = training.finalize_dataset(examples_dataset(tokenizer, x, y, seq), batch,
                                      training=True, seed=args.seed, trim=trim)
@@ -240,22 +259,27 @@ def run(args) -> dict:
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)
+    evaluation = None
+    if getattr(args, "eval_strategy", "no") != "no":
+        metric = args.metric_for_best_model or task.metrics[0]
+        known = [f"{m}{suffix}" for m in task.metrics
+                 for suffix in ([""] if len(dev) == 1 else ["", "_mm"])]
+        if metric not in known:
+            raise ValueError(f"--metric_for_best_model {metric}: GLUE {task.name}'s dev "
+                             f"metrics are {', '.join(known)}")
+        evaluation = training.BestModel(
+            dev_metrics, metric, os.path.join(args.output_dir, "best"), steps_per_loop,
+            args.greater_is_better, args.early_stopping_patience, len(train) / batch,
+            fit_options(args)["tensorboard_dir"],
+            resume=training.latest_step(fit_options(args)["checkpoint_dir"]) is not None)
     training.fit(model, data, total_steps, steps_per_loop,
                  **fit_options(args),
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
-                 steps_per_epoch=len(train) / batch)
+                 steps_per_epoch=len(train) / batch, evaluation=evaluation)
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
-
-    def dev_metrics(model, prefix=""):
-        out = {}
-        for split, examples in dev.items():
-            predictions = predict(model, task, encode(task, tokenizer, examples, seq),
-                                  args.predict_batch_size, trim, tokenizer, seq)
-            metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
-            suffix = "" if split in ("dev", "dev_matched") else "_mm"
-            out.update({f"{prefix}{k}{suffix}": v for k, v in metrics_.items()})
-        return out
+    if evaluation is not None:
+        evaluation.restore(model)  # what follows (metrics, folder, export) is the best's
 
     results = dev_metrics(model)
     _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
