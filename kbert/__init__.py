@@ -17,6 +17,8 @@ _EXPORTS = {
     "build_vocab": "kbert.tokenizers", "ELMoCharTokenizer": "kbert.tokenizers.elmo",
     "RobertaConfig": "kbert.models.roberta", "RobertaEncoder": "kbert.models.roberta",
     "RobertaMaskedLM": "kbert.models.roberta", "RobertaTokenizer": "kbert.tokenizers.roberta",
-    "presets": "kbert.hub",
+    "presets": "kbert.hub", "enable_lora": "kbert.models.lora",
+    "merge_lora": "kbert.models.lora", "save_lora": "kbert.models.lora",
+    "load_lora": "kbert.models.lora",
 }
 lazy_package(__name__, _EXPORTS)

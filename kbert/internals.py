@@ -46,6 +46,8 @@ def check() -> None:
                if not hasattr(keras.optimizers.Optimizer, h)]
     if not hasattr(keras.Model, "_flatten_layers"):
         missing.append("keras.Model._flatten_layers")
+    if not hasattr(keras.layers.Layer, "_untrack_variable"):
+        missing.append("keras.layers.Layer._untrack_variable")
     adam = keras.optimizers.Adam()
     adam.build([keras.Variable(0.0)])
     missing += [f"keras.optimizers.Adam.{a} (built)" for a in ADAM_STATE
@@ -79,6 +81,23 @@ def flatten_layers(model):
     """Every layer of `model`, nested ones included (Keras' own walk)."""
     check()
     return list(model._flatten_layers())
+
+
+def merge_lora_into_kernel(layer) -> None:
+    """A float Keras `Dense` with LoRA: its kernel becomes W + (alpha / r) A B (what
+    Keras' `kernel` property returns while LoRA is on), then the adapters are removed
+    (untracked, `lora_rank` cleared, so a saved config does not recreate them)."""
+    check()
+    import keras
+
+    merged = layer.kernel
+    layer._kernel.assign(keras.ops.cast(merged, layer._kernel.dtype))
+    adapters = (layer.lora_kernel_a, layer.lora_kernel_b)
+    layer.lora_enabled = False
+    layer.lora_rank = None
+    for variable in adapters:
+        layer._untrack_variable(variable)
+    del layer.lora_kernel_a, layer.lora_kernel_b
 
 
 def adam_slots(optimizer, index: int):

@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert.cli import UsageError
-from kbert.models import registry
+from kbert.models import lora, registry
 from kbert.tokenizers.base import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -85,6 +85,26 @@ def build_encoder(tokenizer, *, init_from: str | None = None, preset: str = "dem
     make = _scratch_hook(registry.family_of(tokenizer), "scratch_encoder")
     return make(tokenizer, preset=preset, demo_config=demo_config, seq_length=seq_length,
                 position_init=position_init)
+
+
+def adapt(model, args):
+    """--lora_rank: LoRA adapters on the model's encoder, its other weights frozen
+    (`kbert.enable_lora`); the model as it was otherwise."""
+    rank = getattr(args, "lora_rank", 0)
+    if rank:
+        targets = args.lora_targets.split(",") if args.lora_targets else None
+        paths = lora.enable_lora(model, rank, targets=targets, alpha=args.lora_alpha)
+        logger.info("LoRA rank %d on %d layers (%s ...); the encoder's other weights frozen",
+                    rank, len(paths), paths[0])
+    return model
+
+
+def finish_adapters(model, args) -> None:
+    """After --lora_rank training: the adapters saved alone (OUTPUT_DIR/adapter), then
+    merged into the kernels, so the task folder and export are a plain model."""
+    if lora.lora_layers(model):
+        lora.save_lora(model, os.path.join(args.output_dir, "adapter"))
+        lora.merge_lora(model)
 
 
 def tokenizer_options(args, default_lowercase: bool = True) -> dict:
@@ -233,6 +253,17 @@ def check_training_flags(args, specials: int | None = None, model_flag: bool = T
                          f"--steps_per_execution {execution} (Keras runs whole executions)")
     if getattr(args, "keep_checkpoints", 0) < 0:
         raise UsageError(f"--keep_checkpoints {args.keep_checkpoints}: must be 0 or more")
+    rank = getattr(args, "lora_rank", 0)
+    if rank < 0:
+        raise UsageError(f"--lora_rank {rank}: must be 0 (off) or more")
+    if rank and not getattr(args, "init_from", None):
+        raise UsageError(f"--lora_rank {rank}: adapts a pretrained encoder; give --init_from")
+    if rank and getattr(args, "freeze_encoder", False):
+        raise UsageError(f"--lora_rank {rank}: --freeze_encoder trains no encoder weight at "
+                         "all; give one of them")
+    for flag in ("lora_alpha", "lora_targets"):
+        if getattr(args, flag, None) is not None and not rank:
+            raise UsageError(f"--{flag}: goes with --lora_rank")
     strategy = getattr(args, "eval_strategy", "no")
     if getattr(args, "eval_steps", None) is not None and strategy != "steps":
         raise UsageError(f"--eval_steps {args.eval_steps}: goes with --eval_strategy steps")

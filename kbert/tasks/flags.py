@@ -37,6 +37,16 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
     group.add_argument("--do_lower_case", type=parse_bool, default=None,
                        metavar="true|false",
                        help="override the casing read from --init_from")
+    group.add_argument("--lora_rank", type=int, default=0,
+                       help="train LoRA adapters of this rank (kbert.enable_lora) instead of "
+                            "the --init_from encoder's weights (0: off); saved alone in "
+                            "OUTPUT_DIR/adapter, merged into the task folder and export")
+    group.add_argument("--lora_alpha", type=float, default=None,
+                       help="LoRA's scale alpha (the update is alpha/rank x A B; default: "
+                            "the rank)")
+    group.add_argument("--lora_targets", default=None, metavar="NAME,...",
+                       help="the Dense layers adapted, by name or path pattern (default: "
+                            "query,value)")
     group.add_argument("--position_init", default=position_init,
                        choices=["normal", "sinusoidal"],
                        help="from scratch: start the learned position embeddings as BERT "

@@ -4,8 +4,9 @@ weights kept, early stopping, the dev curves in TensorBoard; resumable.
 `BestModel` is a Keras callback for `kbert.training.fit` (its `evaluation=`): at the
 end of each loop (fit's checkpoint interval, which the task commands set to the
 evaluation interval) it calls `evaluate(model) -> {metric: value}`, keeps the weights
-of the best value of `metric` in `folder/model.weights.h5` and the record of every
-evaluation in `folder/state.json` (both written atomically), and stops training after
+of the best value of `metric` in `folder/weights.npz` (every variable as it is, LoRA
+adapters included, which Keras' own weight files fold into the kernels) and the record
+of every evaluation in `folder/state.json` (both written atomically), and stops training after
 `patience` evaluations without improvement. A resumed run reads the record; a run that
 stopped early stays stopped. `restore(model)` loads the best weights at the end."""
 
@@ -17,13 +18,19 @@ import math
 import os
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from kbert.io import atomic_file
 
 logger = logging.getLogger(__name__)
 
-STATE, WEIGHTS = "state.json", "model.weights.h5"
+STATE, WEIGHTS = "state.json", "weights.npz"
+
+
+def _names(model) -> list[str]:
+    """A key per variable, in order (paths alone may repeat)."""
+    return [f"{i:05d}:{v.path}" for i, v in enumerate(model.weights)]
 
 
 def eval_interval(strategy: str, eval_steps: int | None, steps_per_epoch: float,
@@ -119,7 +126,14 @@ class BestModel(keras.callbacks.Callback):
         there was none)."""
         if self.state["best"] is None:
             return None
-        model.load_weights(os.path.join(self.folder, WEIGHTS))
+        path = os.path.join(self.folder, WEIGHTS)
+        with np.load(path) as saved:
+            names = list(saved.files)
+            if names != _names(model):
+                raise ValueError(f"{path}: holds {len(names)} variables, not the model's "
+                                 f"{len(model.weights)} (another model's?)")
+            for variable, name in zip(model.weights, names):
+                variable.assign(saved[name])
         best = self.state["best"]
         logger.info("restored the best weights: step %d%s, %s %.4f", best["step"],
                     f" (epoch {best['epoch']:g})" if "epoch" in best else "", self.metric,
@@ -129,8 +143,12 @@ class BestModel(keras.callbacks.Callback):
     def _save_weights(self):
         os.makedirs(self.folder, exist_ok=True)
         path = os.path.join(self.folder, WEIGHTS)
-        tmp = os.path.join(self.folder, ".tmp." + WEIGHTS)  # Keras wants the suffix
-        self.model.save_weights(tmp)
+        tmp = os.path.join(self.folder, ".tmp." + WEIGHTS)
+        with open(tmp, "wb") as f:
+            np.savez(f, **dict(zip(_names(self.model),
+                                   (v.numpy() for v in self.model.weights))))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, path)
 
     def _write_state(self):

@@ -16,8 +16,8 @@ from kbert.export import export_classifier
 from kbert.export.folder import export_variant, load_task_folder, save_task_folder
 from kbert.io import atomic_file
 from kbert.models import registry
-from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
-                                tokenizer_options, trim_multiple)
+from kbert.tasks.common import (adapt, build_encoder, build_tokenizer, encoder_options,
+                                finish_adapters, fit_options, tokenizer_options, trim_multiple)
 from kbert.tasks.glue.data import load_dataset, load_own_files
 from kbert.tasks.glue.metrics import compute_metrics
 from kbert.tasks.glue.model import build_classifier
@@ -251,8 +251,8 @@ def run(args) -> dict:
         encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
         if getattr(args, "freeze_encoder", False):  # the head alone learns
             encoder.trainable = False
-        return build_model(encoder, task, tokenizer, getattr(args, "lstm_units", None),
-                           getattr(args, "lm_coef", None))
+        return adapt(build_model(encoder, task, tokenizer, getattr(args, "lstm_units", None),
+                                 getattr(args, "lm_coef", None)), args)
 
     model = runtime.build(
         make_model,
@@ -281,6 +281,7 @@ def run(args) -> dict:
     if evaluation is not None:
         evaluation.restore(model)  # what follows (metrics, folder, export) is the best's
 
+    finish_adapters(model, args)
     results = dev_metrics(model)
     _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
     for split, examples in test.items():

@@ -79,6 +79,9 @@ def main(argv=None) -> int:
                 raise UsageError(f"--mode finetune: {family.name} is used feature-based (a "
                                  "frozen encoder); leave --mode out or give feature")
             args.mode, args.layers = "feature", args.layers or "scalar_mix"
+        if args.lora_rank and args.mode == "feature":
+            raise UsageError(f"--lora_rank {args.lora_rank}: the feature mode trains no "
+                             "encoder weight (a frozen encoder); use --mode finetune")
         if args.lstm_units < 1:
             raise UsageError(f"--lstm_units {args.lstm_units}: must be at least 1")
         for flag in ("train_file", "dev_file", "test_file"):

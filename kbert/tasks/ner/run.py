@@ -13,8 +13,9 @@ from kbert import training
 from kbert.export.folder import export_variant, save_task_folder
 from kbert.io import atomic_file
 from kbert.models import registry
-from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
-                                tokenizer_options, trim_multiple)
+from kbert.tasks.common import (adapt, build_encoder, build_tokenizer, encoder_options,
+                                finish_adapters, fit_options, tokenizer_options,
+                                trim_multiple)
 from kbert.tasks.ner.data import labels_of, load_tfds, read_ner_file
 from kbert.tasks.ner.evaluate import evaluate
 from kbert.tasks.ner.features import convert_sentences, word_predictions
@@ -95,7 +96,8 @@ def run(args) -> dict:
     def make_model():
         encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
         prepare_encoder(encoder, args.mode)  # frozen pooler, or frozen encoder (feature)
-        return build_model(encoder, labels, args.mode, args.layers, args.lstm_units)
+        return adapt(build_model(encoder, labels, args.mode, args.layers, args.lstm_units),
+                     args)
 
     model = runtime.build(
         make_model,
@@ -108,6 +110,7 @@ def run(args) -> dict:
                  tokens_per_step=training.real_tokens_per_batch(features.padding_mask, batch),
                  steps_per_epoch=n_windows / batch)
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
+    finish_adapters(model, args)
     results = {}
     for split in ("dev", "test"):
         if split not in data:

@@ -15,8 +15,8 @@ from kbert.export import export_squad
 from kbert.export.folder import export_variant, load_task_folder, save_task_folder
 from kbert.io import atomic_file
 from kbert.models.interface import find_encoder
-from kbert.tasks.common import (build_encoder, build_tokenizer, encoder_options, fit_options,
-                                tokenizer_options)
+from kbert.tasks.common import (adapt, build_encoder, build_tokenizer, encoder_options,
+                                finish_adapters, fit_options, tokenizer_options)
 from kbert.tasks.squad.data import load_json, read_squad
 from kbert.tasks.squad.evaluate import evaluate
 from kbert.tasks.squad.features import LABELS, convert_examples, feature_arrays
@@ -196,7 +196,7 @@ def train(args, runtime, train_examples, feature_args):
         encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
         # The span head never reads the pooler: frozen, it gets no missing gradient.
         encoder.set_pooler_trainable(False)
-        return build_model(encoder)
+        return adapt(build_model(encoder), args)
 
     model = runtime.build(
         make_model,
@@ -209,6 +209,7 @@ def train(args, runtime, train_examples, feature_args):
                  tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
                  steps_per_epoch=len(train_features) / batch)
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
+    finish_adapters(model, args)
     return model, tokenizer
 
 
