@@ -114,11 +114,11 @@ def _snapshot(text: str, repo: str, revision: str | None, what: str) -> str:
     except errors.RevisionNotFoundError:
         raise FileNotFoundError(f"{text}: {where}: the repo has no such revision") from None
     except errors.LocalEntryNotFoundError:
+        offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else ""
         raise FileNotFoundError(
             f"{text}: {where} is not in the Hub cache ({constants.HF_HUB_CACHE}) and the "
-            f"Hub cannot be reached{' (HF_HUB_OFFLINE is set)' if constants.HF_HUB_OFFLINE else ''}; "
-            f"fetch it where there is network with `hf download {repo}` (same HF_HOME) or "
-            "give a local folder") from None
+            f"Hub cannot be reached{offline}; fetch it where there is network with "
+            f"`hf download {repo}` (same HF_HOME) or give a local folder") from None
 
 
 def _patterns(repo: str, revision: str | None) -> list[str] | None:

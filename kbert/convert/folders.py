@@ -111,6 +111,22 @@ def write_folder(path, config, tensors: Mapping[str, np.ndarray], tokenizer=None
             tokenizer.save_pretrained(tmp)
 
 
+def write_hf_folder(path, hf_config: dict, tensors: Mapping[str, np.ndarray],
+                    tokenizer=None) -> None:
+    """A Hugging Face folder, as `transformers`' `save_pretrained` writes one: its
+    `config.json` (no kbert keys), `model.safetensors` (PyTorch's layout, `format: pt`)
+    and the tokenizer's files; written atomically, tensor by tensor."""
+    import json
+
+    with atomic_directory(path) as tmp:
+        with open(os.path.join(tmp, CONFIG), "w", encoding="utf-8") as f:
+            json.dump(hf_config, f, indent=2, sort_keys=True)
+            f.write("\n")
+        write_safetensors(os.path.join(tmp, WEIGHTS), tensors, {"format": "pt"})
+        if tokenizer is not None:
+            tokenizer.save_pretrained(tmp)
+
+
 def write_safetensors(path: str, tensors: Mapping[str, np.ndarray],
                       metadata: dict[str, str] | None = None, dtype=np.float32,
                       dtypes: dict[str, str] | None = None) -> None:

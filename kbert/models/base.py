@@ -53,15 +53,44 @@ class Pretrained:
                                  f"{quantize!r}): the layers' mode is {mode!r}")
         return model
 
-    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None,
+                        format: str = "kbert") -> None:  # noqa: A002 - transformers' word
         """Writes a kbert folder atomically: `config.json`, `model.safetensors` and,
         given a tokenizer, its files. A quantized model (`model.quantize("int8")`) is
         written as kbert's own quantized folder (`save_quantized`): its int8 weights and
-        scales, which no Hugging Face layout holds."""
+        scales, which no Hugging Face layout holds.
+
+        `format="huggingface"` writes the folder `transformers` writes for the family's
+        model (`BertModel`, `GPT2LMHeadModel` / `OpenAIGPTLMHeadModel`, `RobertaModel`,
+        `RobertaForMaskedLM`): its names, layout and config.json, so that
+        `transformers`' `from_pretrained` loads it."""
+        check_save_format(self, format)
         mode = getattr(self, "quantization_mode_of_layers", lambda: None)()
         if mode is not None:
+            if format != "kbert":
+                raise ValueError(f"{type(self).__name__}: quantized ({mode}); the Hugging "
+                                 "Face layout holds float weights only (save before "
+                                 "quantizing)")
             return save_quantized(self, path, mode, tokenizer)
-        importlib.import_module(self.checkpoints).save(self, path, tokenizer=tokenizer)
+        module = importlib.import_module(self.checkpoints)
+        (module.save_hf if format == "huggingface" else module.save)(
+            self, path, tokenizer=tokenizer)
+
+
+SAVE_FORMATS = ("kbert", "huggingface")
+
+
+def check_save_format(model, format: str) -> None:  # noqa: A002
+    """`save_pretrained`'s `format`: one of SAVE_FORMATS, and one the family writes."""
+    if format not in SAVE_FORMATS:
+        raise ValueError(f"save_pretrained(format={format!r}): use one of "
+                         f"{', '.join(SAVE_FORMATS)}")
+    checkpoints = getattr(model, "checkpoints", "")
+    if format == "huggingface" and not (
+            checkpoints and hasattr(importlib.import_module(checkpoints), "save_hf")):
+        raise NotImplementedError(f"{type(model).__name__}: no Hugging Face layout to write "
+                                  "(transformers has no such model); save_pretrained "
+                                  "writes the family's own")
 
 
 QUANTIZE_MODES = ("int8",)

@@ -143,6 +143,18 @@ def load(cls, path, dtype=None, **config_overrides):
     return encoder
 
 
+def save_hf(encoder, path, tokenizer=None) -> None:
+    """A Hugging Face `BertModel` folder (`transformers` loads it): its names, dense
+    kernels transposed to PyTorch's [out, in], its config.json."""
+    readers, shapes = {}, {}
+    for name, var in variable_map(encoder).items():
+        hf, transpose = google_to_hf(name)
+        readers[hf] = (lambda var=var: var.numpy().T) if transpose else var.numpy
+        shapes[hf] = tuple(var.shape)[::-1] if transpose else tuple(var.shape)
+    folders.write_hf_folder(path, encoder.config.to_reference_dict(),
+                            convert.LazyTensors(readers, shapes), tokenizer)
+
+
 def save(encoder, path, tokenizer=None) -> None:
     """Writes a kbert folder (Google's names), tensor by tensor; a crash leaves the old
     folder or the new."""

@@ -21,6 +21,9 @@ _ACTIVATION_ALIASES = {
     "relu": "relu",
 }
 
+# kbert's -> Hugging Face's name of the same function ("gelu" is erf there too).
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_tanh": "gelu_new", "relu": "relu"}
+
 
 @dataclasses.dataclass
 class BertConfig(ModelConfig):
@@ -102,6 +105,21 @@ class BertConfig(ModelConfig):
             layer_norm_epsilon=d.get("layer_norm_eps", 1e-12),
             initializer_range=d.get("initializer_range", 0.02),
         )
+
+    def to_reference_dict(self) -> dict[str, Any]:
+        """Hugging Face's `config.json` of a `BertModel` with these hyper-parameters
+        (`from_reference_dict` reads it back to this config)."""
+        return {"architectures": ["BertModel"], "model_type": "bert",
+                "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+                "num_hidden_layers": self.num_layers, "num_attention_heads": self.num_heads,
+                "intermediate_size": self.intermediate_size,
+                "hidden_act": _HF_ACTIVATIONS[self.hidden_act],
+                "hidden_dropout_prob": self.dropout,
+                "attention_probs_dropout_prob": self.attention_dropout,
+                "max_position_embeddings": self.max_position_embeddings,
+                "type_vocab_size": self.type_vocab_size, "layer_norm_eps": self.layer_norm_epsilon,
+                "initializer_range": self.initializer_range, "pad_token_id": 0,
+                "position_embedding_type": "absolute"}
 
     @classmethod
     def adjust_file_dict(cls, path: str, d: dict[str, Any]) -> dict[str, Any]:

@@ -163,10 +163,26 @@ def load(cls, path, dtype=None, **config_overrides):
     return decoder
 
 
+def save_hf(decoder, path, tokenizer=None) -> None:
+    """A Hugging Face `GPT2LMHeadModel` (or `OpenAIGPTLMHeadModel`) folder that
+    `transformers` loads: the weights under `transformer.`, the output layer tied to the
+    token table, its config.json."""
+    tensors = _hf_tensors(decoder)
+    prefixed = convert.LazyTensors({"transformer." + k: (lambda k=k: tensors[k])
+                                    for k in tensors},
+                                   {"transformer." + k: tensors.shape(k) for k in tensors})
+    folders.write_hf_folder(path, decoder.config.to_reference_dict(), prefixed, tokenizer)
+
+
 def save(decoder, path, tokenizer=None) -> None:
     """A kbert folder: config.json and model.safetensors in Hugging Face's layout
     (`c_attn` fused again), written tensor by tensor; a crash leaves the old folder or
     the new one."""
+    folders.write_folder(path, decoder.config, _hf_tensors(decoder), tokenizer)
+
+
+def _hf_tensors(decoder) -> convert.LazyTensors:
+    """The decoder's weights by Hugging Face name (no prefix), `c_attn` fused."""
     readers, shapes, parts = {}, {}, {}
     for name, var in variable_map(decoder).items():
         fused = re.fullmatch(r"(.*\.c_attn\.(?:weight|bias))\.(query|key|value)", name)
@@ -178,4 +194,4 @@ def save(decoder, path, tokenizer=None) -> None:
     for name, qkv in parts.items():
         readers[name] = lambda qkv=qkv: np.concatenate([v.numpy() for v in qkv], axis=-1)
         shapes[name] = (*qkv[0].shape[:-1], sum(v.shape[-1] for v in qkv))
-    folders.write_folder(path, decoder.config, convert.LazyTensors(readers, shapes), tokenizer)
+    return convert.LazyTensors(readers, shapes)

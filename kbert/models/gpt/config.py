@@ -74,6 +74,32 @@ class GPTConfig(ModelConfig):
         """Hugging Face's gpt2 / openai-gpt `config.json`, OpenAI's `hparams.json`."""
         return "n_embd" in d or "n_layer" in d
 
+    def to_reference_dict(self) -> dict[str, Any]:
+        """Hugging Face's `config.json`: `GPT2LMHeadModel` (pre-LN), or `OpenAIGPTLMHeadModel`
+        for a GPT-1 (`norm_first=False`); `from_reference_dict` reads it back."""
+        common = {"vocab_size": self.vocab_size, "n_embd": self.hidden_size,
+                  "n_layer": self.num_layers, "n_head": self.num_heads,
+                  "n_positions": self.max_position_embeddings,
+                  "resid_pdrop": self.dropout, "embd_pdrop": self.embedding_dropout,
+                  "attn_pdrop": self.attention_dropout,
+                  "layer_norm_epsilon": self.layer_norm_epsilon,
+                  "initializer_range": self.initializer_range}
+        if not self.norm_first:
+            if self.intermediate_size != 4 * self.hidden_size:
+                raise ValueError("openai-gpt's config has no inner width: intermediate_size "
+                                 f"{self.intermediate_size} is not 4 x {self.hidden_size}")
+            afn = {v: k for k, v in _OPENAI_GPT_ACTIVATIONS.items()}[self.hidden_act]
+            return {"architectures": ["OpenAIGPTLMHeadModel"], "model_type": "openai-gpt",
+                    "afn": afn, **common}
+        act = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}[self.hidden_act]
+        d = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2",
+             "activation_function": act, "n_ctx": self.max_position_embeddings,
+             "n_inner": (None if self.intermediate_size == 4 * self.hidden_size
+                         else self.intermediate_size), **common}
+        if self.end_token_id is not None:
+            d["bos_token_id"] = d["eos_token_id"] = self.end_token_id
+        return d
+
     @classmethod
     def from_reference_dict(cls, d: dict[str, Any]) -> "GPTConfig":
         missing = [k for k in ("n_embd", "n_layer", "n_head") if k not in d]

@@ -287,8 +287,11 @@ class GPTLanguageModel(Quantizable, keras.Model):
         model.tokenizer = tokenizer
         return model
 
-    def save_pretrained(self, path: str | os.PathLike) -> None:
-        self.decoder.save_pretrained(path, tokenizer=self.tokenizer)
+    def save_pretrained(self, path: str | os.PathLike,
+                        format: str = "kbert") -> None:  # noqa: A002
+        """The decoder's folder with the tokenizer's files (see
+        `Pretrained.save_pretrained`; `format="huggingface"`: `GPT2LMHeadModel`'s)."""
+        self.decoder.save_pretrained(path, tokenizer=self.tokenizer, format=format)
 
     def generate(self, prompts, max_new_tokens: int = 32, sampler: str = "greedy",
                  temperature: float = 1.0, top_k: int | None = None,

@@ -114,13 +114,30 @@ def load_masked_lm(cls, encoder_class, path, dtype=None):
     return model
 
 
+def _tensors(model, prefix: str = "") -> convert.LazyTensors:
+    readers, shapes = {}, {}
+    for name, (var, transposed) in variable_map(model).items():
+        if prefix and not name.startswith("lm_head."):
+            name = prefix + name
+        readers[name] = (lambda var=var: var.numpy().T) if transposed else var.numpy
+        shapes[name] = tuple(var.shape)[::-1] if transposed else tuple(var.shape)
+    return convert.LazyTensors(readers, shapes)
+
+
 def save(model, path, tokenizer=None) -> None:
     """A kbert folder (Hugging Face's names and layout, `kbert_model` in config.json),
     written atomically, tensor by tensor."""
     encoder = getattr(model, "encoder", model)
-    readers, shapes = {}, {}
-    for name, (var, transposed) in variable_map(model).items():
-        readers[name] = (lambda var=var: var.numpy().T) if transposed else var.numpy
-        shapes[name] = tuple(var.shape)[::-1] if transposed else tuple(var.shape)
-    folders.write_folder(path, encoder.config, convert.LazyTensors(readers, shapes), tokenizer,
-                         layout="pt")
+    folders.write_folder(path, encoder.config, _tensors(model), tokenizer, layout="pt")
+
+
+def save_hf(model, path, tokenizer=None) -> None:
+    """A Hugging Face `RobertaModel` folder, or `RobertaForMaskedLM` (the encoder under
+    `roberta.`, the head as `lm_head.*`, its decoder tied to the token table), that
+    `transformers` loads."""
+    encoder = getattr(model, "encoder", model)
+    config = encoder.config.to_reference_dict()
+    if model is not encoder:
+        config["architectures"] = ["RobertaForMaskedLM"]
+    folders.write_hf_folder(path, config, _tensors(model, "roberta." if model is not encoder
+                                                   else ""), tokenizer)

@@ -43,6 +43,12 @@ class RobertaConfig(BertConfig):
     def is_reference_dict(cls, d: dict[str, Any]) -> bool:
         return "num_hidden_layers" in d or "num_attention_heads" in d
 
+    def to_reference_dict(self) -> dict[str, Any]:
+        """Hugging Face's `config.json` of a `RobertaModel` (see `BertConfig`)."""
+        d = BertConfig.to_reference_dict(self)
+        return {**d, "architectures": ["RobertaModel"], "model_type": "roberta",
+                "pad_token_id": self.pad_token_id, "bos_token_id": 0, "eos_token_id": 2}
+
     @classmethod
     def from_reference_dict(cls, d: dict[str, Any]) -> "RobertaConfig":
         """Hugging Face's `config.json` of a RobertaModel / RobertaForMaskedLM."""

@@ -234,9 +234,13 @@ class RobertaMaskedLM(Quantizable, keras.Model):
             return checkpoints.load_masked_lm(cls, RobertaEncoder, hub.resolve(path),
                                               dtype=dtype)
 
-    def save_pretrained(self, path: str | os.PathLike, tokenizer=None) -> None:
-        from kbert.models.base import refuse_quantized
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None,
+                        format: str = "kbert") -> None:  # noqa: A002
+        """A kbert folder, or (`format="huggingface"`) a `RobertaForMaskedLM` one."""
+        from kbert.models.base import check_save_format, refuse_quantized
         from kbert.models.roberta import checkpoints
 
+        check_save_format(self.encoder, format)
         refuse_quantized(self)
-        checkpoints.save(self, path, tokenizer=tokenizer)
+        (checkpoints.save_hf if format == "huggingface" else checkpoints.save)(
+            self, path, tokenizer=tokenizer)

@@ -1,6 +1,7 @@
 """GLUE metrics, as the benchmark computes them (scikit-learn / SciPy definitions),
 in NumPy: Matthews correlation, accuracy, binary F1 (positive label "1"), macro F1 (a
-user's own classes), Pearson and Spearman correlation. Scores are fractions in 0..1, as the GLUE server reports them."""
+user's own classes), Pearson and Spearman correlation. Scores are fractions in 0..1, as
+the GLUE server reports them."""
 
 from __future__ import annotations
 
