@@ -422,3 +422,19 @@ def test_help_documents_every_flag(capsys):
         assert flag in text
     for action in cli._parser()._actions:
         assert action.help, action.option_strings
+
+
+@pytest.mark.e2e
+def test_eval_strategy_keeps_the_best_dev_f1(conll_files, tmp_path):
+    """--eval_strategy epoch: conlleval's dev scores each epoch, the best restored; the
+    reported dev F1 is the best evaluation's."""
+    train, dev, _ = conll_files
+    assert cli.main(["--train_file", train, "--dev_file", dev, "--output_dir", str(tmp_path),
+                     "--learning_rate", "1e-3", *SMALL[:2], "--num_train_epochs", "3",
+                     *SMALL[4:], "--eval_strategy", "epoch"]) == 0
+    state = json.loads((tmp_path / "best" / "state.json").read_text())
+    assert len(state["evaluations"]) == 3 and state["metric"] == "f1"
+    f1s = [e["metrics"]["f1"] for e in state["evaluations"]]
+    assert state["best"]["metrics"]["f1"] == max(f1s)
+    results = json.loads((tmp_path / "eval_results.json").read_text())["dev"]
+    assert results["f1"] == pytest.approx(max(f1s), abs=1e-9)

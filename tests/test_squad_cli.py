@@ -221,3 +221,16 @@ def test_json_lines_records_read_as_the_nested_file(tmp_path):
     lines.write_text(json.dumps({k: v for k, v in records[0].items() if k != "question"}))
     with pytest.raises(ValueError, match=rf"^{lines}:1: no 'question' text$"):
         load_json(str(lines))
+
+
+@pytest.mark.e2e
+def test_eval_strategy_scores_each_epoch_and_keeps_the_best(tmp_path):
+    assert cli.main(["--output_dir", str(tmp_path), "--sample_paragraphs", "18",
+                     "--num_train_epochs", "2", "--max_seq_length", "64", "--doc_stride", "32",
+                     "--eval_strategy", "epoch", "--export_dir", "none"]) == 0
+    state = json.loads((tmp_path / "best" / "state.json").read_text())
+    assert state["metric"] == "f1" and len(state["evaluations"]) == 2, state
+    results = json.loads((tmp_path / "eval_results.json").read_text())
+    best = state["best"]["metrics"]
+    assert best["f1"] == max(e["metrics"]["f1"] for e in state["evaluations"])
+    assert results == pytest.approx(best, abs=1e-9)  # the restored weights' own score

@@ -12,6 +12,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
+from kbert import training
 from kbert.cli import UsageError
 from kbert.models import lora, registry
 from kbert.tokenizers.base import Tokenizer
@@ -105,6 +106,39 @@ def finish_adapters(model, args) -> None:
     if lora.lora_layers(model):
         lora.save_lora(model, os.path.join(args.output_dir, "adapter"))
         lora.merge_lora(model)
+
+
+def loop_steps(args, steps_per_epoch: float, has_dev: bool) -> int:
+    """fit's loop: --steps_per_loop, or with --eval_strategy the evaluation interval
+    (each evaluation then falls on a checkpoint)."""
+    strategy = getattr(args, "eval_strategy", "no")
+    if strategy == "no":
+        return args.steps_per_loop
+    if not has_dev:
+        raise ValueError(f"--eval_strategy {strategy}: needs a dev set to evaluate on")
+    loop = training.eval_interval(strategy, args.eval_steps, steps_per_epoch,
+                                  args.steps_per_execution)
+    logger.info("evaluating every %d steps (checkpoints too)", loop)
+    return loop
+
+
+def best_model(args, evaluate, metrics: list[str], steps_per_loop: int,
+               steps_per_epoch: float):
+    """With --eval_strategy, the `training.BestModel` that `evaluate(model) -> {metric:
+    value}` feeds (--metric_for_best_model among `metrics`, default the first); else
+    None."""
+    if getattr(args, "eval_strategy", "no") == "no":
+        return None
+    metric = args.metric_for_best_model or metrics[0]
+    if metric not in metrics:
+        raise ValueError(f"--metric_for_best_model {metric}: the dev metrics are "
+                         f"{', '.join(metrics)}")
+    options = fit_options(args)
+    return training.BestModel(
+        evaluate, metric, os.path.join(args.output_dir, "best"), steps_per_loop,
+        args.greater_is_better, args.early_stopping_patience, steps_per_epoch,
+        options["tensorboard_dir"],
+        resume=training.latest_step(options["checkpoint_dir"]) is not None)
 
 
 def tokenizer_options(args, default_lowercase: bool = True) -> dict:

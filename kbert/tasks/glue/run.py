@@ -16,8 +16,9 @@ from kbert.export import export_classifier
 from kbert.export.folder import export_variant, load_task_folder, save_task_folder
 from kbert.io import atomic_file
 from kbert.models import registry
-from kbert.tasks.common import (adapt, build_encoder, build_tokenizer, encoder_options,
-                                finish_adapters, fit_options, tokenizer_options, trim_multiple)
+from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
+                                encoder_options, finish_adapters, fit_options, loop_steps,
+                                tokenizer_options, trim_multiple)
 from kbert.tasks.glue.data import load_dataset, load_own_files
 from kbert.tasks.glue.metrics import compute_metrics
 from kbert.tasks.glue.model import build_classifier
@@ -229,17 +230,9 @@ def run(args) -> dict:
             out.update({f"{prefix}{k}{suffix}": v for k, v in metrics_.items()})
         return out
 
-    loop = args.steps_per_loop
-    if getattr(args, "eval_strategy", "no") != "no":
-        if not dev:
-            raise ValueError(f"--eval_strategy {args.eval_strategy}: needs a dev set "
-                             "(--validation_file)")
-        loop = training.eval_interval(args.eval_strategy, args.eval_steps, len(train) / batch,
-                                      args.steps_per_execution)
-        logger.info("evaluating every %d steps (checkpoints too)", loop)
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * len(train) / batch)), loop,
-        args.steps_per_execution)
+        max(1, int(args.num_train_epochs * len(train) / batch)),
+        loop_steps(args, len(train) / batch, bool(dev)), args.steps_per_execution)
     data = training.finalize_dataset(examples_dataset(tokenizer, x, y, seq), batch,
                                      training=True, seed=args.seed, trim=trim)
     if task.is_regression:
@@ -259,19 +252,9 @@ def run(args) -> dict:
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         loss, metrics)
-    evaluation = None
-    if getattr(args, "eval_strategy", "no") != "no":
-        metric = args.metric_for_best_model or task.metrics[0]
-        known = [f"{m}{suffix}" for m in task.metrics
-                 for suffix in ([""] if len(dev) == 1 else ["", "_mm"])]
-        if metric not in known:
-            raise ValueError(f"--metric_for_best_model {metric}: GLUE {task.name}'s dev "
-                             f"metrics are {', '.join(known)}")
-        evaluation = training.BestModel(
-            dev_metrics, metric, os.path.join(args.output_dir, "best"), steps_per_loop,
-            args.greater_is_better, args.early_stopping_patience, len(train) / batch,
-            fit_options(args)["tensorboard_dir"],
-            resume=training.latest_step(fit_options(args)["checkpoint_dir"]) is not None)
+    evaluation = best_model(args, dev_metrics, [f"{m}{suffix}" for m in task.metrics
+                                                for suffix in ["", "_mm"][:len(dev)]],
+                            steps_per_loop, len(train) / batch)
     training.fit(model, data, total_steps, steps_per_loop,
                  **fit_options(args),
                  examples_per_step=batch,

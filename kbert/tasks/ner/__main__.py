@@ -52,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     add_training_flags(train, learning_rate=5e-5, epochs=4.0, output_dir="runs/ner",
                        export_help="also export the `ner` SavedModel for TF Serving here",
                        seq_help="pieces per window; longer sentences are split into windows",
-                       trim_padding=True)
+                       trim_padding=True,
+                       best_model="default: f1 (conlleval's); precision, recall, accuracy")
     add_runtime_flags(p)
     return p
 

@@ -13,9 +13,9 @@ from kbert import training
 from kbert.export.folder import export_variant, save_task_folder
 from kbert.io import atomic_file
 from kbert.models import registry
-from kbert.tasks.common import (adapt, build_encoder, build_tokenizer, encoder_options,
-                                finish_adapters, fit_options, tokenizer_options,
-                                trim_multiple)
+from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
+                                encoder_options, finish_adapters, fit_options, loop_steps,
+                                tokenizer_options, trim_multiple)
 from kbert.tasks.ner.data import labels_of, load_tfds, read_ner_file
 from kbert.tasks.ner.evaluate import evaluate
 from kbert.tasks.ner.features import convert_sentences, word_predictions
@@ -86,8 +86,8 @@ def run(args) -> dict:
                     "pieces" if specials else "words")
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * n_windows / batch)), args.steps_per_loop,
-        args.steps_per_execution)
+        max(1, int(args.num_train_epochs * n_windows / batch)),
+        loop_steps(args, n_windows / batch, "dev" in data), args.steps_per_execution)
     ds = features.dataset(tokenizer)
     # Padded pieces carry label -1, which the loss ignores: cutting them is the same loss.
     trim = trim_multiple(args.trim_padding, runtime.strategy, args.max_seq_length)
@@ -104,12 +104,22 @@ def run(args) -> dict:
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         {"logits": ner_loss()})
+    def dev_scores(model):  # conlleval's, in percent (eval_results.json's)
+        sentences = data["dev"]
+        scores = evaluate([s.tags for s in sentences], predict_tags(
+            model, tokenizer, sentences, labels, seq, args.predict_batch_size))
+        return {k: v for k, v in scores.items() if isinstance(v, float)}
+
+    evaluation = best_model(args, dev_scores, ["f1", "precision", "recall", "accuracy"],
+                            steps_per_loop, n_windows / batch)
     training.fit(model, ds, total_steps, steps_per_loop,
                  **fit_options(args),
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(features.padding_mask, batch),
-                 steps_per_epoch=n_windows / batch)
+                 steps_per_epoch=n_windows / batch, evaluation=evaluation)
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
+    if evaluation is not None:
+        evaluation.restore(model)  # what follows (metrics, folder, export) is the best's
     finish_adapters(model, args)
     results = {}
     for split in ("dev", "test"):

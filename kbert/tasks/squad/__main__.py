@@ -91,7 +91,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="v2.0: no answer when null score - best span score exceeds this")
     add_training_flags(train, learning_rate=None, epochs=None, output_dir="runs/squad",
                        export_help="SavedModel for TF Serving (default "
-                                   "OUTPUT_DIR/serving/squad/1; 'none': no export)")
+                                   "OUTPUT_DIR/serving/squad/1; 'none': no export)",
+                       best_model="default: f1; exact_match (v2.0: exact, best_f1, "
+                                  "best_exact)")
     add_runtime_flags(p)
     return p
 

@@ -15,8 +15,9 @@ from kbert.export import export_squad
 from kbert.export.folder import export_variant, load_task_folder, save_task_folder
 from kbert.io import atomic_file
 from kbert.models.interface import find_encoder
-from kbert.tasks.common import (adapt, build_encoder, build_tokenizer, encoder_options,
-                                finish_adapters, fit_options, tokenizer_options)
+from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
+                                encoder_options, finish_adapters, fit_options, loop_steps,
+                                tokenizer_options)
 from kbert.tasks.squad.data import load_json, read_squad
 from kbert.tasks.squad.evaluate import evaluate
 from kbert.tasks.squad.features import LABELS, convert_examples, feature_arrays
@@ -125,7 +126,8 @@ def run(args) -> dict:
                     version_2_with_negative=args.version_2_with_negative,
                     null_score_diff_threshold=args.null_score_diff_threshold)
     if args.do_train:
-        model, tokenizer = train(args, runtime, train_examples, feature_args)
+        model, tokenizer = train(args, runtime, train_examples, feature_args,
+                                 (dev_examples, dev_json) if args.do_predict else None)
         encoder = find_encoder(model)
         encoder.save_pretrained(os.path.join(args.output_dir, "encoder"), tokenizer=tokenizer)
         save_task_folder(args.output_dir, model, tokenizer, "squad", **settings)
@@ -136,23 +138,7 @@ def run(args) -> dict:
     if not args.do_predict:
         return {}
 
-    dev_features = convert_examples(dev_examples, tokenizer, **feature_args)
-    if not dev_features:
-        raise SystemExit(f"{args.predict_file or 'the evaluation data'}: no question to "
-                         "predict")
-    logger.info("%d evaluation questions -> %d windows", len(dev_examples), len(dev_features))
-    dev_arrays = feature_arrays(dev_features)
-
-    def predict_and_evaluate(model):
-        logits = model.predict({k: v for k, v in dev_arrays.items() if k not in LABELS},
-                               batch_size=args.predict_batch_size, verbose=0)
-        predictions = postprocess(dev_examples, dev_features, logits["start_logits"],
-                                  logits["end_logits"], args.n_best_size,
-                                  args.max_answer_length, args.version_2_with_negative,
-                                  args.null_score_diff_threshold)
-        return predictions, evaluate(dev_json, predictions.answers, predictions.null_odds
-                                     if args.version_2_with_negative else None)
-
+    predict_and_evaluate = dev_scorer(args, tokenizer, dev_examples, dev_json, feature_args)
     predictions, results = predict_and_evaluate(model)
     predictions.write(args.output_dir)
     _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
@@ -170,8 +156,32 @@ def run(args) -> dict:
     return results
 
 
-def train(args, runtime, train_examples, feature_args):
-    """Tokenizer (from --init_from or learned), windows, and the fine-tuned span model."""
+def dev_scorer(args, tokenizer, dev_examples, dev_json, feature_args):
+    """`score(model) -> (predictions, the official metrics)` on the dev questions (their
+    windows made once)."""
+    dev_features = convert_examples(dev_examples, tokenizer, **feature_args)
+    if not dev_features:
+        raise SystemExit(f"{args.predict_file or 'the evaluation data'}: no question to "
+                         "predict")
+    logger.info("%d evaluation questions -> %d windows", len(dev_examples), len(dev_features))
+    dev_arrays = feature_arrays(dev_features)
+
+    def score(model):
+        logits = model.predict({k: v for k, v in dev_arrays.items() if k not in LABELS},
+                               batch_size=args.predict_batch_size, verbose=0)
+        predictions = postprocess(dev_examples, dev_features, logits["start_logits"],
+                                  logits["end_logits"], args.n_best_size,
+                                  args.max_answer_length, args.version_2_with_negative,
+                                  args.null_score_diff_threshold)
+        return predictions, evaluate(dev_json, predictions.answers, predictions.null_odds
+                                     if args.version_2_with_negative else None)
+
+    return score
+
+
+def train(args, runtime, train_examples, feature_args, dev=None):
+    """Tokenizer (from --init_from or learned), windows, and the fine-tuned span model;
+    `dev` (examples, JSON) for --eval_strategy."""
     tokenizer = build_tokenizer([e.context for e in train_examples]
                                 + [e.question for e in train_examples],
                                 **tokenizer_options(args))
@@ -186,7 +196,8 @@ def train(args, runtime, train_examples, feature_args):
     y = {"start_logits": arrays["start_positions"], "end_logits": arrays["end_positions"]}
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * len(train_features) / batch)), args.steps_per_loop,
+        max(1, int(args.num_train_epochs * len(train_features) / batch)),
+        loop_steps(args, len(train_features) / batch, dev is not None),
         args.steps_per_execution)
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
                                      training=True, seed=args.seed)
@@ -203,12 +214,22 @@ def train(args, runtime, train_examples, feature_args):
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         losses, loss_weights=weights)
+    evaluation = None
+    if dev is not None and getattr(args, "eval_strategy", "no") != "no":
+        score = dev_scorer(args, tokenizer, *dev, feature_args)
+        metrics = (["f1", "exact", "best_f1", "best_exact"] if args.version_2_with_negative
+                   else ["f1", "exact_match"])  # the official script's names
+        evaluation = best_model(args, lambda model: {
+            k: v for k, v in score(model)[1].items() if k in metrics}, metrics,
+            steps_per_loop, len(train_features) / batch)
     training.fit(model, data, total_steps, steps_per_loop,
                  **fit_options(args),
                  examples_per_step=batch,
                  tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
-                 steps_per_epoch=len(train_features) / batch)
+                 steps_per_epoch=len(train_features) / batch, evaluation=evaluation)
     training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
+    if evaluation is not None:
+        evaluation.restore(model)  # what follows (metrics, folder, export) is the best's
     finish_adapters(model, args)
     return model, tokenizer
 
