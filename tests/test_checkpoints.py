@@ -259,7 +259,8 @@ def test_hf_mismatch_names_variable(tmp_path):
 def test_unknown_folder_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="no config.json"):
         BertEncoder.from_pretrained(tmp_path)
-    with pytest.raises(FileNotFoundError, match="not a folder"):
+    with pytest.raises(FileNotFoundError, match="nope: no such model folder, and not a "
+                                                "Hugging Face Hub repo id"):
         BertEncoder.from_pretrained(tmp_path / "nope")
 
 
