@@ -255,7 +255,7 @@ def load_own_files(train_file: str | None, validation_file: str | None,
                     ("pearson", "spearman") if labels is None else ("accuracy", "f1_macro"),
                     {}, {"test": "test_predictions.tsv"}, "", {}, None)
 
-    def examples(path, flag, rows, labelled):
+    def examples(path, rows, labelled):
         out = []
         for line, row in rows:
             value = None
@@ -276,11 +276,11 @@ def load_own_files(train_file: str | None, validation_file: str | None,
                                    field(path, line, row, text_b) if text_b else None, value))
         return out
 
-    train = examples(train_file, "--train_file", train_rows, True)
+    train = examples(train_file, train_rows, True)
     dev = test = []
     if validation_file:
-        dev = examples(validation_file, "--validation_file",
-                       read_rows(validation_file, "--validation_file")[1], True)
+        dev = examples(validation_file, read_rows(validation_file, "--validation_file")[1],
+                       True)
     if test_file:
-        test = examples(test_file, "--test_file", read_rows(test_file, "--test_file")[1], False)
+        test = examples(test_file, read_rows(test_file, "--test_file")[1], False)
     return task, train, dev, test

@@ -220,11 +220,15 @@ def run(args) -> dict:
     y = label_array(task, train)
     batch = args.train_batch_size
 
+    dev_inputs = {}  # encoded once, on first use (every evaluation reads them)
+
     def dev_metrics(model, prefix=""):
         out = {}
         for split, examples in dev.items():
-            predictions = predict(model, task, encode(task, tokenizer, examples, seq),
-                                  args.predict_batch_size, trim, tokenizer, seq)
+            if split not in dev_inputs:
+                dev_inputs[split] = encode(task, tokenizer, examples, seq)
+            predictions = predict(model, task, dev_inputs[split], args.predict_batch_size,
+                                  trim, tokenizer, seq)
             metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
             suffix = "" if split in ("dev", "dev_matched") else "_mm"
             out.update({f"{prefix}{k}{suffix}": v for k, v in metrics_.items()})
