@@ -78,26 +78,26 @@ def read_conll(path: str | os.PathLike, scheme: str = "bio2") -> list[Sentence]:
     return sentences
 
 
-def read_ner_file(path: str, scheme: str = "bio2", label_list: list[str] | None = None
-                  ) -> list[Sentence]:
+def read_ner_file(path: str, scheme: str = "bio2", label_list: list[str] | None = None,
+                  flag: str = "--train_file") -> list[Sentence]:
     """A CoNLL file, or (`.json`, `.jsonl`) Hugging Face run_ner.py's JSON Lines: an
     object per sentence with `tokens` (words) and `ner_tags` (tag names, or ids into
     `label_list`)."""
     path = os.fspath(path)
     if os.path.splitext(path)[1].lower() in (".json", ".jsonl"):
-        return read_ner_jsonl(path, scheme, label_list)
+        return read_ner_jsonl(path, scheme, label_list, flag)
     return read_conll(path, scheme)
 
 
-def read_ner_jsonl(path: str, scheme: str = "bio2", label_list: list[str] | None = None
-                   ) -> list[Sentence]:
+def read_ner_jsonl(path: str, scheme: str = "bio2", label_list: list[str] | None = None,
+                   flag: str = "--train_file") -> list[Sentence]:
     """run_ner.py's JSON Lines (see `read_ner_file`); every error names file, line and
     column: a missing column, lengths that differ, an id without --label_list or out of
     it, a tag that is not O/B-X/I-X/E-X/S-X."""
     from kbert.tasks.own_data import field, read_rows
 
     sentences = []
-    for line, row in read_rows(path, "--train_file")[1]:
+    for line, row in read_rows(path, flag)[1]:
         words = field(path, line, row, "tokens", "list")
         tags = field(path, line, row, "ner_tags", "list")
         for column, value in (("tokens", words), ("ner_tags", tags)):

@@ -36,8 +36,8 @@ def _load(args):
                          "such as eng.train, eng.testa, eng.testb; or --tfds")
     files = {"train": args.train_file, "dev": args.dev_file, "test": args.test_file}
     names = args.label_list.split(",") if getattr(args, "label_list", None) else None
-    return {split: read_ner_file(path, label_list=names) for split, path in files.items()
-            if path}
+    return {split: read_ner_file(path, label_list=names, flag=f"--{split}_file")
+            for split, path in files.items() if path}
 
 
 def write_predictions(path, sentences, predictions) -> None:
