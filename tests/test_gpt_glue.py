@@ -134,9 +134,8 @@ def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokeni
         tmp_path, tokenizer, {"end_token_id": tokenizer.end_token_id},
         ["--num_train_epochs", "15", "--learning_rate", "1e-3", "--do_predict"])
     results = json.loads((out / "eval_results.json").read_text())
-    # Seeded, but not the same in every process: 0.977 alone, 1.0 as a second run in the
-    # same process, 0.947 once after other test files in a two-worker run (the cause is
-    # not found: the run depends on the process's history). Chance is 0.5.
+    # Seeded, but not the same in every process: 0.977 and 1.0 in two fresh processes,
+    # 0.947 once in a two-worker test run (the cause is not found). Chance is 0.5.
     assert results["accuracy"] >= 0.93, results
     task, model, loaded, settings = load_task_folder(str(out))
     assert model.get_layer("auxiliary_lm_loss").token_embedding is not None  # linked
