@@ -93,12 +93,16 @@ def test_errors_name_what_is_wrong(minilm, tmp_path):
         kbert.load_lora(encoder, tmp_path)
 
 
-def test_int8_base_with_float_adapters(minilm):
+def test_int8_base_with_float_adapters():
     """QLoRA-style: Keras' int8 Dense adds the float adapters in its call; merging
-    would requantize, so kbert refuses it."""
-    encoder, tokenizer = minilm
+    would requantize, so kbert refuses it. (A tiny encoder: quantizing is slow.)"""
+    from tests.conftest import TINY_VOCAB
+
+    tokenizer = kbert.BertTokenizer(list(TINY_VOCAB))
+    encoder = kbert.BertEncoder(kbert.BertConfig.preset("tiny", vocab_size=len(TINY_VOCAB)))
+    x = tokenizer(["the cat sat", "a dog"], seq_length=8)
+    encoder(x)
     encoder.quantize("int8")
-    x = tokenizer(TEXTS, seq_length=16)
     before = np.asarray(encoder(x)["sequence_output"])
     kbert.enable_lora(encoder, 4)
     layer = lora_layers(encoder)[0]
