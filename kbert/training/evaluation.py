@@ -159,9 +159,10 @@ class BestModel(keras.callbacks.Callback):
     def _summaries(self, step, metrics):
         if not self.tensorboard_dir:
             return
-        writer = tf.summary.create_file_writer(os.path.join(self.tensorboard_dir,
-                                                            "validation"))
-        with writer.as_default():
+        if getattr(self, "_writer", None) is None:  # one event file per run
+            self._writer = tf.summary.create_file_writer(
+                os.path.join(self.tensorboard_dir, "validation"))
+        with self._writer.as_default():
             for k, v in metrics.items():
                 tf.summary.scalar(f"dev_{k}", v, step=step)
-        writer.close()
+        self._writer.flush()
