@@ -19,6 +19,7 @@ _EXPORTS = {
     "RobertaMaskedLM": "kbert.models.roberta", "RobertaTokenizer": "kbert.tokenizers.roberta",
     "presets": "kbert.hub", "enable_lora": "kbert.models.lora",
     "merge_lora": "kbert.models.lora", "save_lora": "kbert.models.lora",
-    "load_lora": "kbert.models.lora",
+    "load_lora": "kbert.models.lora", "T5Config": "kbert.models.t5",
+    "T5Seq2SeqLM": "kbert.models.t5", "T5Tokenizer": "kbert.tokenizers.t5",
 }
 lazy_package(__name__, _EXPORTS)

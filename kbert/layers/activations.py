@@ -34,7 +34,7 @@ def gelu_tanh(x):
     return ops.gelu(x, approximate=True)
 
 
-_ACTIVATIONS = {"gelu": gelu, "gelu_tanh": gelu_tanh, "relu": ops.relu}
+_ACTIVATIONS = {"gelu": gelu, "gelu_tanh": gelu_tanh, "relu": ops.relu, "silu": ops.silu}
 
 
 def get_activation(name: str):

@@ -40,10 +40,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Args:
         hidden_size: H.
-        num_heads: N; H must be divisible by N.
+        num_heads: N; H must be divisible by N unless `head_size` is given.
         attention_dropout: dropout on the attention probabilities.
         kernel_initializer: initializer of the three kernels (a Keras initializer or
             its config); default truncated normal, stddev 0.02 (BERT's).
+        head_size: D (default H / N); the projections are [H, N * D] (T5's `d_kv`,
+            where N * D need not be H; the output is then [B, Tq, N * D]).
+        use_bias: whether the projections have biases (T5's have none).
+        scale: whether the scores are divided by sqrt(D) (T5 folds the scale into its
+            initialization and divides by nothing).
 
     Call args:
         query: float Tensor [B, Tq, H].
@@ -62,28 +67,36 @@ class MultiHeadAttention(keras.layers.Layer):
             or reshaping copy.
         cache_index: int scalar, the absolute position of the first query (the
             number of positions already in the cache).
+        projected_key_value: the pair (keys, values) [B*N, Tk, D] that
+            `project_key_value(key_value)` returned: an encoder-decoder's
+            cross-attention cache, computed once from the encoder's output and read at
+            every decoding step (nothing is written to it).
         output_range: None, or R: only the first R positions query (all remain keys
             and values), as `output_range` in TF Model Garden's encoder.
 
     Returns:
-        float Tensor [B, Tq, H] (or [B, R, H]); with `cache`, the pair
-        (output, updated cache).
+        float Tensor [B, Tq, N * D] (H by default; or [B, R, N * D]); with `cache`,
+        the pair (output, updated cache).
     """
 
     def __init__(self, hidden_size, num_heads, attention_dropout=0.1,
-                 kernel_initializer=None, **kwargs):
+                 kernel_initializer=None, head_size=None, use_bias=True, scale=True,
+                 **kwargs):
         super().__init__(**kwargs)
-        if hidden_size % num_heads:
+        if head_size is None and hidden_size % num_heads:
             raise ValueError(f"hidden_size={hidden_size} is not a multiple of num_heads={num_heads}")
         self.hidden_size = hidden_size
         self.num_heads = num_heads
-        self.head_size = hidden_size // num_heads
+        self.head_size = hidden_size // num_heads if head_size is None else int(head_size)
+        self.inner_size = self.num_heads * self.head_size
+        self.custom_head_size = head_size is not None
+        self.use_bias, self.scale = use_bias, scale
         self.attention_dropout = attention_dropout
         self.kernel_initializer = initializer_from(kernel_initializer)
 
         def dense(name):
-            return Dense(hidden_size, kernel_initializer=self.kernel_initializer,
-                         dtype=self.dtype_policy, name=name)
+            return Dense(self.inner_size, kernel_initializer=self.kernel_initializer,
+                         use_bias=use_bias, dtype=self.dtype_policy, name=name)
 
         self.query = dense("query")
         self.key = dense("key")
@@ -102,15 +115,30 @@ class MultiHeadAttention(keras.layers.Layer):
         x = ops.reshape(x, (b, t, self.num_heads, self.head_size))  # (B, T, N, D)
         return ops.transpose(x, (0, 2, 1, 3))  # (B, N, T, D)
 
+    def project_key_value(self, key_value):
+        """[B, Tk, H] -> the pair (keys, values), each [B*N, Tk, D]: what
+        `projected_key_value` takes (a cross-attention cache)."""
+        def project(layer):
+            x = self._split_heads(layer(key_value))  # (B, N, Tk, D)
+            return ops.reshape(x, (-1, ops.shape(x)[2], self.head_size))
+
+        return project(self.key), project(self.value)
+
     def call(self, query, key_value=None, attention_bias=None, attention_mask=None,
-             causal=False, cache=None, cache_index=None, training=None, output_range=None):
+             causal=False, cache=None, cache_index=None, training=None, output_range=None,
+             projected_key_value=None):
         source = query if key_value is None else key_value
         if output_range is not None:
             query = query[:, :output_range]
         q = self._split_heads(self.query(query))  # (B, N, Tq, D)
-        k = self._split_heads(self.key(source))  # (B, N, Tk, D)
-        v = self._split_heads(self.value(source))  # (B, N, Tk, D)
         start = 0
+        if projected_key_value is not None:
+            if cache is not None:
+                raise ValueError(f"{self.name}: a cache or projected keys and values, not both")
+            k, v = projected_key_value  # (B*N, Tk, D), read as they are
+        else:
+            k = self._split_heads(self.key(source))  # (B, N, Tk, D)
+            v = self._split_heads(self.value(source))  # (B, N, Tk, D)
         if cache is not None:
             if cache_index is None:
                 raise ValueError(f"{self.name}: a cache needs cache_index")
@@ -121,10 +149,12 @@ class MultiHeadAttention(keras.layers.Layer):
                 attention_mask = merge_masks(
                     attention_mask, _written_keys(ops.shape(k)[1], start + ops.shape(q)[2]))
         b, tq = ops.shape(q)[0], ops.shape(q)[2]
-        q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+        if self.scale:
+            q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+        flat = cache is not None or projected_key_value is not None
         # q k^T as one product with transpose_b: XLA copied the transposed keys (the
         # whole cache when decoding) for `matmul(q, transpose(k))`.
-        if cache is None:
+        if not flat:
             scores = tf.matmul(q, k, transpose_b=True)  # (B, N, Tq, Tk)
         else:  # the products read the cache as it is, [B*N, S, D] (see `_write_cache`)
             q = ops.reshape(q, (-1, tq, self.head_size))
@@ -142,13 +172,13 @@ class MultiHeadAttention(keras.layers.Layer):
             scores = ops.where(allowed, scores, _MASKED_SCORE)
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)  # (B, N, Tq, Tk)
         probs = self.dropout_layer(probs, training=training)
-        if cache is None:
+        if not flat:
             context = ops.matmul(probs, v)  # (B, N, Tq, D)
         else:
             context = ops.matmul(ops.reshape(probs, (-1, tq, tk)), v)  # (B*N, Tq, D)
             context = ops.reshape(context, (b, self.num_heads, tq, self.head_size))
         context = ops.transpose(context, (0, 2, 1, 3))  # (B, Tq, N, D)
-        out = ops.reshape(context, (b, tq, self.hidden_size))  # (B, Tq, H)
+        out = ops.reshape(context, (b, tq, self.inner_size))  # (B, Tq, N * D)
         return out if cache is None else (out, cache)
 
     def _write_cache(self, cache, k, v, cache_index):
@@ -169,9 +199,9 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_output_spec(self, query, key_value=None, attention_bias=None,
                             attention_mask=None, causal=False, cache=None, cache_index=None,
-                            training=None, output_range=None):
-        out = keras.KerasTensor(sequence_output_shape(query.shape, output_range),
-                                dtype=self.compute_dtype)
+                            training=None, output_range=None, projected_key_value=None):
+        batch, length, _ = sequence_output_shape(query.shape, output_range)
+        out = keras.KerasTensor((batch, length, self.inner_size), dtype=self.compute_dtype)
         if cache is None:
             return out
         return out, tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache)
@@ -179,7 +209,9 @@ class MultiHeadAttention(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "hidden_size": self.hidden_size,
                 "num_heads": self.num_heads, "attention_dropout": self.attention_dropout,
-                "kernel_initializer": serialize_initializer(self.kernel_initializer)}
+                "kernel_initializer": serialize_initializer(self.kernel_initializer),
+                "head_size": self.head_size if self.custom_head_size else None,
+                "use_bias": self.use_bias, "scale": self.scale}
 
 
 def _written_keys(key_length, end):

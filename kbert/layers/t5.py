@@ -13,6 +13,7 @@ import keras
 from keras import ops
 
 from kbert.layers.activations import get_activation
+from kbert.layers.attention import MultiHeadAttention
 from kbert.layers.dense import Dense
 
 
@@ -133,3 +134,104 @@ class GatedFeedForward(keras.layers.Layer):
                 "intermediate_size": self.intermediate_size,
                 "activation": self.activation_name, "gated": self.gated,
                 "dropout": self.rate}
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class T5Block(keras.layers.Layer):
+    """One pre-norm T5 block: self-attention (`self_attention`, its output projection
+    `self_attention_output`), in a decoder cross-attention over the encoder's output
+    (`cross_attention`, `cross_attention_output`), then the feed-forward; each sublayer
+    `x + dropout(sublayer(RMSNorm(x)))`. Attention is T5's: no 1/sqrt(d) scale,
+    projections without biases, `num_heads * head_size` wide; the relative position
+    bias is the caller's (one table per stack, added by every block).
+
+    Call args:
+        x: float [B, T, H].
+        position_bias: float [1, N, T, S], added to the self-attention scores.
+        attention_mask: bool [B, T or 1, S], True where a query may attend.
+        causal: the decoder's self-attention (no key after the query).
+        encoder_output, encoder_mask: float [B, Te, H], bool [B, 1, Te] (decoders).
+        cache, cache_index: the self-attention's (keys, values) cache (see
+            `MultiHeadAttention`) and the first query's position.
+        cross_cache: the cross-attention's (keys, values), from
+            `cross_attention.project_key_value(encoder_output)`, instead of
+            `encoder_output`.
+    Returns [B, T, H], or with `cache` the pair (output, updated cache).
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, head_size: int,
+                 intermediate_size: int, activation: str = "relu", gated: bool = False,
+                 dropout: float = 0.1, epsilon: float = 1e-6, cross_attention: bool = False,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size, self.num_heads, self.head_size = hidden_size, num_heads, head_size
+        self.intermediate_size, self.activation, self.gated = intermediate_size, activation, gated
+        self.rate, self.epsilon, self.has_cross = dropout, epsilon, cross_attention
+
+        def attention(name):
+            return MultiHeadAttention(hidden_size, num_heads, attention_dropout=dropout,
+                                      head_size=head_size, use_bias=False, scale=False,
+                                      dtype=self.dtype_policy, name=name)
+
+        def output(name):
+            return Dense(hidden_size, use_bias=False, dtype=self.dtype_policy, name=name)
+
+        self.self_attention_norm = RMSNorm(epsilon, dtype=self.dtype_policy,
+                                           name="self_attention_norm")
+        self.self_attention = attention("self_attention")
+        self.self_attention_output = output("self_attention_output")
+        if cross_attention:
+            self.cross_attention_norm = RMSNorm(epsilon, dtype=self.dtype_policy,
+                                                name="cross_attention_norm")
+            self.cross_attention = attention("cross_attention")
+            self.cross_attention_output = output("cross_attention_output")
+        self.feed_forward_norm = RMSNorm(epsilon, dtype=self.dtype_policy,
+                                         name="feed_forward_norm")
+        self.feed_forward = GatedFeedForward(hidden_size, intermediate_size, activation,
+                                             gated=gated, dropout=dropout,
+                                             dtype=self.dtype_policy, name="feed_forward")
+        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+
+    def build(self, input_shape, *args, **kwargs):
+        inner = (*input_shape[:-1], self.num_heads * self.head_size)
+        self.self_attention_norm.build(input_shape)
+        self.self_attention.build(input_shape)
+        self.self_attention_output.build(inner)
+        if self.has_cross:
+            self.cross_attention_norm.build(input_shape)
+            self.cross_attention.build(input_shape, input_shape)
+            self.cross_attention_output.build(inner)
+        self.feed_forward_norm.build(input_shape)
+        self.feed_forward.build(input_shape)
+        self.built = True
+
+    def call(self, x, position_bias=None, attention_mask=None, causal=False,
+             encoder_output=None, encoder_mask=None, cache=None, cache_index=None,
+             cross_cache=None, training=None):
+        h = self.self_attention(self.self_attention_norm(x), attention_bias=position_bias,
+                                attention_mask=attention_mask, causal=causal, cache=cache,
+                                cache_index=cache_index, training=training)
+        if cache is not None:
+            h, cache = h
+        x = x + self.dropout(self.self_attention_output(h), training=training)
+        if self.has_cross:
+            h = self.cross_attention(self.cross_attention_norm(x), key_value=encoder_output,
+                                     attention_mask=encoder_mask,
+                                     projected_key_value=cross_cache, training=training)
+            x = x + self.dropout(self.cross_attention_output(h), training=training)
+        x = x + self.dropout(self.feed_forward(self.feed_forward_norm(x), training=training),
+                             training=training)
+        return x if cache is None else (x, cache)
+
+    def compute_output_spec(self, x, *args, cache=None, **kwargs):
+        out = keras.KerasTensor(x.shape, dtype=self.compute_dtype)
+        if cache is None:
+            return out
+        return out, tuple(keras.KerasTensor(c.shape, dtype=c.dtype) for c in cache)
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "num_heads": self.num_heads, "head_size": self.head_size,
+                "intermediate_size": self.intermediate_size, "activation": self.activation,
+                "gated": self.gated, "dropout": self.rate, "epsilon": self.epsilon,
+                "cross_attention": self.has_cross}

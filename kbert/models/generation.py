@@ -12,9 +12,16 @@ A causal LM offers the generation protocol (GPT's `GPTLanguageModel` does):
                                                   gathers every cache tensor on its
                                                   first axis, read as batch-major
                                                   ([B * anything, ...]).
-An encoder-decoder (T5, BART) fits the same loop: its `generation_cache` runs the encoder
-once and holds its states beside the decoder's self-attention cache, and its
-`generation_step` attends to both.
+An encoder-decoder (T5, BART) fits the same loop with one more method:
+    generation_start(token_ids, padding_mask, capacity)
+                                              -> (logits [B, V] after the decoder's
+                                                  start, the cache, the decoder's
+                                                  prompt [B, P'] (its start token))
+runs the encoder once on the prompts (the encoder's input) and holds its projected
+keys and values (and its padding) in the cache beside the decoder's self-attention
+cache; `generation_step` then feeds the decoder, at decoder positions. The processors
+read the decoder's tokens (start token and continuation), as transformers' do for
+encoder-decoders.
 
 Each step, in the order of `transformers`' `generate` (4.5x-5.x):
     1. logits processors (`Processing`): `repetition_penalty` (CTRL's rule: a score of
@@ -518,11 +525,17 @@ def _start(lm, setting, token_ids, padding_mask, capacity, rows_per_prompt=1):
     if rows_per_prompt > 1:
         token_ids = tf.repeat(token_ids, rows_per_prompt, axis=0)
         padding_mask = tf.repeat(padding_mask, rows_per_prompt, axis=0)
-    rows, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
-    cache = lm.generation_cache(rows, width + capacity)
-    key_mask = tf.concat([padding_mask, tf.ones([rows, capacity], tf.int32)], 1)
-    logits, cache = lm.generation_step(token_ids, positions_from_mask(padding_mask),
-                                       key_mask, cache, 0)
+    if hasattr(lm, "generation_start"):  # an encoder-decoder: the prompts are its input
+        logits, cache, token_ids = lm.generation_start(token_ids, padding_mask, capacity)
+        padding_mask = tf.ones_like(token_ids)  # the decoder's own prompt (start token)
+        rows, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+        key_mask = tf.ones([rows, width + capacity], tf.int32)
+    else:
+        rows, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]
+        cache = lm.generation_cache(rows, width + capacity)
+        key_mask = tf.concat([padding_mask, tf.ones([rows, capacity], tf.int32)], 1)
+        logits, cache = lm.generation_step(token_ids, positions_from_mask(padding_mask),
+                                           key_mask, cache, 0)
     state = {"logits": logits, "cache": cache, "width": width}
     processing = setting.processing
     if processing.needs_sequence or isinstance(setting.sampler, BeamSearch):
@@ -1222,3 +1235,48 @@ def _stream_functions(lm, setting: Setting):
 
         functions[key] = (start, step)
     return functions[key]
+
+
+def seq2seq_text(lm, texts, max_new_tokens=32, sampler="greedy", temperature=1.0,
+                 top_k=None, top_p=None, seed=None, jit_compile=None, tokenizer=None,
+                 return_scores=False, **options):
+    """An encoder-decoder's text to text: each input's output text (up to, without,
+    the end token or a stop), n = num_return_sequences per input, input 0's first;
+    a str for a str when n is 1. The inputs are tokenized as the model's tokenizer
+    does for its encoder (T5: `</s>` after the text); one longer than
+    `lm.max_input_length` (where the model has one) is an error naming it.
+    `return_scores`: dicts {text, token_ids, logprobs, score}."""
+    tokenizer = _tokenizer_of(lm, tokenizer)
+    single = isinstance(texts, str)
+    items = [texts] if single else list(texts)
+    if not items:
+        return []
+    ids = tokenizer.tokenize(tf.constant(items))
+    end = tf.RaggedTensor.from_row_lengths(tf.fill([len(items)], lm.end_token_id),
+                                           tf.ones([len(items)], ids.row_splits.dtype))
+    ids = tf.concat([tf.cast(ids, tf.int32), end], axis=1)
+    limit = getattr(lm, "max_input_length", None)
+    lengths = ids.row_lengths().numpy()
+    if limit is not None and lengths.max() > limit:
+        r = int(np.argmax(lengths))
+        raise ValueError(f"input #{r} has {lengths[r]} tokens; the model reads at most {limit}")
+    dense = ids.to_tensor(0)
+    mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
+    out = generate_sequences(lm, dense, mask, max_new_tokens, sampler, temperature, top_k,
+                             top_p, seed, jit_compile=jit_compile, tokenizer=tokenizer,
+                             **options)
+    n = len(out["lengths"]) // len(items)
+    stop = options.get("stop") or ()
+    stop = [stop] if isinstance(stop, (str, int)) else list(stop)
+    new = until_end(tf.constant(out["token_ids"]), None, tf.constant(out["lengths"]))
+    results = []
+    for r, text in enumerate(tokenizer.detokenize(new).numpy()):
+        text, _ = cut_at_stop(text.decode("utf-8", "replace"), stop)
+        if return_scores:
+            length = int(out["lengths"][r])
+            results.append({"text": text, "token_ids": out["token_ids"][r, :length].tolist(),
+                            "logprobs": out["logprobs"][r, :length].tolist(),
+                            "score": float(out["scores"][r])})
+        else:
+            results.append(text)
+    return results[0] if single and n == 1 else results

@@ -1,0 +1,241 @@
+"""T5 (#32): `kbert.T5Seq2SeqLM` and `kbert.T5Tokenizer` against the references they
+must equal, run here: `transformers`' `T5ForConditionalGeneration` (5.x, PyTorch) on
+random-weight folders it writes (T5.1.0's tied, scaled output layer; v1.1's gated GELU
+and its own `lm_head`), its `generate` (greedy, processors, beam search) and its
+`T5Tokenizer`, and the `sentencepiece` library on a model it trains here."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import keras
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import kbert
+from kbert.models import registry
+
+pytestmark = pytest.mark.parity
+
+CORPUS = ["The quick brown fox jumps over the lazy dog.",
+          "Studies have shown that owning a dog is good for you!",
+          "translate English to German: That is good.",
+          "Ünïcödé text, numbers 12345 and   spaces.",
+          "summarize: the cat sat on the mat; the dog sat on the log."]
+PIECES = 64  # the SentencePiece model's size; + 100 sentinels
+
+
+@pytest.fixture(scope="module")
+def spiece(tmp_path_factory):
+    """A SentencePiece unigram model trained here with T5's special ids (<pad> 0,
+    </s> 1, <unk> 2, no <s>), as T5's spiece.model has them."""
+    import sentencepiece
+
+    folder = tmp_path_factory.mktemp("spiece")
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(CORPUS * 40), model_prefix=str(folder / "spiece"),
+        vocab_size=PIECES, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, model_type="unigram",
+        character_coverage=1.0, minloglevel=2)
+    return folder / "spiece.model"
+
+
+def _reference(tied: bool, **overrides):
+    """A random `T5ForConditionalGeneration`: T5.1.0 (relu, tied and scaled) or v1.1
+    (gated GELU, 3 decoder layers over 2 encoder layers)."""
+    values = dict(vocab_size=PIECES + 100, d_model=32, d_kv=8, d_ff=48, num_layers=2,
+                  num_decoder_layers=2 if tied else 3, num_heads=4, dropout_rate=0.0,
+                  feed_forward_proj="relu" if tied else "gated-gelu",
+                  tie_word_embeddings=tied, decoder_start_token_id=0,
+                  relative_attention_num_buckets=8, relative_attention_max_distance=20)
+    values.update(overrides)
+    torch.manual_seed(0)
+    return transformers.T5ForConditionalGeneration(transformers.T5Config(**values)).eval()
+
+
+def _write(model, folder, spiece=None, untie=False):
+    """The reference's folder; `untie`: a v1.1 file with an `lm_head.weight` of its
+    own (transformers 5.x writes none: it ties; it reads one that differs untied)."""
+    model.save_pretrained(folder)
+    if untie:
+        from safetensors.torch import load_file, save_file
+
+        file = os.path.join(folder, "model.safetensors")
+        tensors = load_file(file)
+        torch.manual_seed(1)
+        tensors["lm_head.weight"] = torch.randn_like(tensors["shared.weight"])
+        save_file(tensors, file, metadata={"format": "pt"})
+        config = json.loads((folder / "config.json").read_text())
+        config["tie_word_embeddings"] = False
+        config.pop("scale_decoder_outputs", None)  # a transformers 4.x config, as v1.1's
+        (folder / "config.json").write_text(json.dumps(config))
+        model = transformers.T5ForConditionalGeneration.from_pretrained(folder).eval()
+        assert model.lm_head.weight is not model.shared.weight
+    if spiece is not None:
+        (folder / "spiece.model").write_bytes(spiece.read_bytes())
+    return model
+
+
+def _batch(seed=0, vocab=PIECES + 100):
+    rng = np.random.default_rng(seed)
+    enc = rng.integers(3, vocab, (3, 9)).astype("int32")
+    enc_mask = np.ones_like(enc)
+    enc_mask[1, 6:] = 0
+    enc_mask[2, 3:] = 0
+    dec = rng.integers(3, vocab, (3, 6)).astype("int32")
+    dec_mask = np.ones_like(dec)
+    dec_mask[2, 4:] = 0
+    return enc, enc_mask, dec, dec_mask
+
+
+def _logits(model, enc, enc_mask, dec, dec_mask):
+    with torch.no_grad():
+        return model(input_ids=torch.tensor(enc, dtype=torch.long),
+                     attention_mask=torch.tensor(enc_mask),
+                     decoder_input_ids=torch.tensor(dec, dtype=torch.long),
+                     decoder_attention_mask=torch.tensor(dec_mask)).logits.numpy()
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["t5.1.0", "v1.1"])
+def test_logits_equal_transformers(tmp_path, tied):
+    ref = _write(_reference(tied), tmp_path, untie=not tied)
+    lm = kbert.T5Seq2SeqLM.from_pretrained(tmp_path)
+    assert registry.family_of_folder(tmp_path).name == "t5"
+    assert (lm.lm_head is None) == tied and lm.config.scale_decoder_outputs == tied
+    assert lm.config.gated == (not tied) and lm.config.num_decoder_layers == (2 if tied else 3)
+    enc, enc_mask, dec, dec_mask = _batch()
+    want = _logits(ref, enc, enc_mask, dec, dec_mask)
+    got = lm({"encoder_token_ids": enc, "encoder_padding_mask": enc_mask,
+              "decoder_token_ids": dec, "decoder_padding_mask": dec_mask})["logits"].numpy()
+    real = dec_mask.astype(bool)  # padded decoder positions are not compared
+    np.testing.assert_allclose(got[real], want[real], atol=2e-5 * np.abs(want).max(), rtol=0)
+
+
+def test_shift_right_equals_transformers(tmp_path):
+    ref = _reference(True)
+    lm = kbert.T5Seq2SeqLM(kbert.T5Config.preset("tiny", vocab_size=PIECES + 100))
+    labels = np.array([[5, 6, 7, 1], [8, 1, -100, -100]])
+    want = ref._shift_right(torch.tensor(labels)).numpy()
+    np.testing.assert_array_equal(lm.shift_right(labels).numpy(), want)
+
+
+@pytest.fixture(scope="module")
+def diverse(tmp_path_factory, spiece):
+    """A tied T5 with the gated GELU whose greedy continuations do not repeat one token
+    (weights drawn at twice T5's scale: at T5's, a random model repeats its first
+    token), its folder with the tokenizer, and the kbert model."""
+    folder = tmp_path_factory.mktemp("t5")
+    ref = _write(_reference(True, initializer_factor=2.0, feed_forward_proj="gated-gelu",
+                            num_layers=3, num_decoder_layers=3), folder, spiece)
+    return ref, folder, kbert.T5Seq2SeqLM.from_pretrained(folder)
+
+
+def _generate(ref, enc, enc_mask, new, **options):
+    with torch.no_grad():
+        out = ref.generate(input_ids=torch.tensor(enc, dtype=torch.long),
+                           attention_mask=torch.tensor(enc_mask), max_new_tokens=new,
+                           min_new_tokens=new, **options)
+    return out.numpy()[:, 1:]  # after the decoder's start token
+
+
+@pytest.mark.parametrize("jit_compile", [True, False], ids=["xla", "graph"])
+def test_greedy_and_processors_equal_transformers(diverse, jit_compile):
+    ref, _, lm = diverse
+    enc, enc_mask, _, _ = _batch(seed=3)
+    want = _generate(ref, enc, enc_mask, 10, do_sample=False)
+    assert len({tuple(np.unique(row)) for row in want}) == 3 and len(np.unique(want)) > 6
+    got = lm.generate_ids(enc, enc_mask, 10, min_new_tokens=10, jit_compile=jit_compile)
+    np.testing.assert_array_equal(got.numpy(), want)
+    want = _generate(ref, enc, enc_mask, 10, do_sample=False, repetition_penalty=1.5,
+                     no_repeat_ngram_size=2)
+    got = lm.generate_ids(enc, enc_mask, 10, min_new_tokens=10, jit_compile=jit_compile,
+                          repetition_penalty=1.5, no_repeat_ngram_size=2)
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_beam_search_equals_transformers(diverse):
+    ref, _, lm = diverse
+    enc, enc_mask, _, _ = _batch(seed=4)
+    with torch.no_grad():
+        out = ref.generate(input_ids=torch.tensor(enc, dtype=torch.long),
+                           attention_mask=torch.tensor(enc_mask), max_new_tokens=8,
+                           num_beams=3, num_return_sequences=2, do_sample=False,
+                           output_scores=True, return_dict_in_generate=True)
+    got = kbert.models.generation.generate_sequences(
+        lm, enc, enc_mask, 8, sampler="beam", num_beams=3, num_return_sequences=2,
+        jit_compile=False)
+    want = out.sequences.numpy()[:, 1:]
+    for r in range(len(want)):
+        n = int(got["lengths"][r])
+        assert got["token_ids"][r, :n].tolist() == [t for t in want[r] if t not in (0, 1)][:n]
+    np.testing.assert_allclose(got["scores"], out.sequences_scores.numpy(), atol=1e-4)
+
+
+def test_tokenizer_equals_transformers_and_sentencepiece(spiece):
+    import sentencepiece
+
+    folder = spiece.parent
+    tok = kbert.T5Tokenizer.from_pretrained(folder)
+    ref = transformers.T5Tokenizer.from_pretrained(folder)
+    sp = sentencepiece.SentencePieceProcessor(model_file=str(spiece))
+    assert tok.vocab_size == len(ref) == PIECES + 100
+    assert tok.sentinel_id(0) == ref.convert_tokens_to_ids("<extra_id_0>") == PIECES + 99
+    texts = ["The quick brown fox.", "Hello <extra_id_0> world<extra_id_1>!",
+             "  leading and trailing  ", "", "a</s>b <pad> c <unk>",
+             "<extra_id_99> <extra_id_100> x", "Ünïcödé 12345", "zzz qqq 日本"]
+    keras.utils.set_random_seed(5)  # clears TensorFlow's eager kernels: tf-text's
+    got = tok.tokenize(texts).to_list()  # SentencePiece model went with them (see _run)
+    for text, ids in zip(texts, got):
+        assert ids == ref(text, add_special_tokens=False)["input_ids"], text
+        if "<" not in text:  # no special token written: sentencepiece's own encoding
+            assert ids == sp.encode(text), text
+    packed = tok(texts, seq_length=12)
+    want = ref(texts, max_length=12, truncation=True, padding="max_length")
+    assert packed["token_ids"].numpy().tolist() == want["input_ids"]
+    assert packed["padding_mask"].numpy().tolist() == want["attention_mask"]
+    plain = [t for t in texts if "<" not in t]
+    ids = tok.tokenize(plain)
+    assert [s.decode() for s in tok.detokenize(ids).numpy()] == [
+        ref.decode(i, skip_special_tokens=True) for i in ids.to_list()]
+
+
+def test_text_to_text_equals_transformers(diverse):
+    ref, folder, lm = diverse
+    tok = transformers.T5Tokenizer.from_pretrained(folder)
+    texts = ["summarize: the cat sat on the mat.", "translate English to German: good"]
+    enc = tok(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        out = ref.generate(**enc, max_new_tokens=12, do_sample=False)
+    want = tok.batch_decode(out, skip_special_tokens=True)
+    assert lm.generate(texts, max_new_tokens=12) == want
+    assert lm.generate(texts[0], max_new_tokens=12) == want[0]
+
+
+def test_save_round_trip_and_transformers_layout(spiece, tmp_path):
+    _write(_reference(False), tmp_path / "ref", spiece, untie=True)  # v1.1: own lm_head
+    lm = kbert.T5Seq2SeqLM.from_pretrained(tmp_path / "ref")
+    rng = np.random.default_rng(0)
+    for v in lm.weights:  # changed in kbert: the mapping is tested, not a copy of files
+        v.assign(v.numpy() + rng.normal(0, 0.01, v.shape).astype("float32"))
+    lm.save_pretrained(tmp_path / "kbert")
+    again = kbert.T5Seq2SeqLM.from_pretrained(tmp_path / "kbert")
+    assert json.loads((tmp_path / "kbert" / "config.json").read_text())["kbert_model"] == "t5"
+    assert again.tokenizer is not None and again.lm_head is not None
+    for a, b in zip(lm.weights, again.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    lm.save_pretrained(tmp_path / "hf", format="huggingface")
+    loaded, info = transformers.T5ForConditionalGeneration.from_pretrained(
+        tmp_path / "hf", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    assert loaded.lm_head.weight is not loaded.shared.weight
+    enc, enc_mask, dec, dec_mask = _batch()
+    want = _logits(loaded.eval(), enc, enc_mask, dec, dec_mask)
+    got = lm({"encoder_token_ids": enc, "encoder_padding_mask": enc_mask,
+              "decoder_token_ids": dec, "decoder_padding_mask": dec_mask})["logits"]
+    real = dec_mask.astype(bool)
+    np.testing.assert_allclose(got.numpy()[real], want[real],
+                               atol=2e-5 * np.abs(want).max(), rtol=0)
+    assert transformers.T5Tokenizer.from_pretrained(tmp_path / "hf").convert_tokens_to_ids(
+        "<extra_id_0>") == again.tokenizer.sentinel_id(0)
