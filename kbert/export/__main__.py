@@ -13,7 +13,7 @@
 --model_dir is the --output_dir of a kbert task run (`kbert_task.json`, `model.keras`,
 `vocab.txt`); for `--task embeddings` any model folder (kbert, Hugging Face, Google);
 for `--task generate` a GPT folder with its tokenizer (kbert, Hugging Face `gpt2`, or
-OpenAI's GPT-2 release).
+OpenAI's GPT-2 release), or a T5 or BART folder (text in, output text out).
 """
 
 from __future__ import annotations
@@ -100,7 +100,8 @@ def _parser() -> argparse.ArgumentParser:
                         "layers stay float32); default: the model's own (float32)")
     p.add_argument("--no_check", action="store_true",
                    help="skip replaying the warmup requests in a fresh process")
-    g = p.add_argument_group("generate (GPT): decoding settings, fixed in the export")
+    g = p.add_argument_group("generate (GPT, T5, BART): decoding settings, fixed in the "
+                             "export")
     g.add_argument("--max_new_tokens", type=int, default=32, help="tokens to generate")
     g.add_argument("--sampler", default="greedy", choices=["greedy", "top_k", "top_p",
                                                             "beam"],

@@ -1,5 +1,6 @@
-"""The `generate` SavedModel of a causal LM (`Family.language_model_class`, GPT's):
-prompt in, continuation out, for TF Serving.
+"""The `generate` SavedModel of a causal LM (`Family.language_model_class`: GPT's) or an
+encoder-decoder (T5's, BART's): prompt in, continuation (or output text) out, for TF
+Serving.
 
 Tokenizing (GPT-2's byte-level BPE), decoding with the key/value cache (the loop of
 `kbert.models.generation`, through the model's generation protocol), and turning the
@@ -34,9 +35,15 @@ naming the input. The export's stop strings and ids apply to both signatures.
 
 Signature `token_ids`, for clients that tokenize themselves: `token_ids` and
 `padding_mask` int32 [batch, prompt] (left- or right-padded; each row at least one
-token, at most the positions less --max_new_tokens) -> `token_ids` int32 [batch,
-max_new_tokens], the new tokens with the export's settings (0 past `num_tokens`), and
-`num_tokens` int32 [batch]; no text.
+token, at most `max_prompt_tokens`: a causal LM's positions less --max_new_tokens, an
+encoder-decoder's encoder length) -> `token_ids` int32 [batch, max_new_tokens], the new
+tokens with the export's settings (0 past `num_tokens`), and `num_tokens` int32 [batch];
+no text. An encoder-decoder's `token_ids` are its encoder's input, special tokens
+included (T5's `</s>`, BART's `<s>` ... `</s>`).
+
+Encoder-decoders: `prompt` is the input text (T5's "translate English to German: ...");
+the encoder reads the tokenizer's `encoder_ids`, a longer one cut to its first
+`max_prompt_tokens - 1` tokens and the end token; `text` is the output text.
 """
 
 from __future__ import annotations
@@ -71,10 +78,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     generation.check_settings(sampler, temperature, top_k, top_p)
     if top_k is not None:  # recorded as decoding uses it: at most the vocabulary
         top_k = min(int(top_k), int(lm.vocab_size))
-    limit = lm.max_positions
-    if not 1 <= max_new_tokens < limit:
-        raise ValueError(f"max_new_tokens={max_new_tokens}: must be between 1 and "
-                         f"{limit - 1} (the model has {limit} positions)")
+    prepare, keep, limit = _prompt_preparation(lm, tokenizer, max_new_tokens)
     end = lm.end_token_id
     if end is None:
         raise ValueError("the generate export needs an end token (GPT-2's <|endoftext|>); "
@@ -100,7 +104,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     beam = isinstance(run.setting.sampler, generation.BeamSearch)
     settings = {"max_new_tokens": int(max_new_tokens), "sampler": sampler,
                 "temperature": float(temperature), "top_k": top_k, "top_p": top_p,
-                "seed": seed, "end_token_id": end, "max_prompt_tokens": limit - max_new_tokens,
+                "seed": seed, "end_token_id": end, "max_prompt_tokens": keep,
                 "repetition_penalty": float(repetition_penalty),
                 "no_repeat_ngram_size": int(no_repeat_ngram_size),
                 "min_new_tokens": int(min_new_tokens), "stop": stop}
@@ -109,7 +113,6 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                         early_stopping=early_stopping)
     module = ServingModule(lm, tokenizer)
     module.generation_settings = tf.constant(json.dumps(settings, sort_keys=True))
-    keep = limit - max_new_tokens
 
     def decode(dense, mask):
         """New tokens [B, max_new_tokens] and their counts [B] after left-padded prompts,
@@ -129,7 +132,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def serve(prompt):
-        _, dense, mask, _ = generation.prepare_prompts(tokenizer, prompt, keep, end)
+        _, dense, mask, _ = prepare(prompt)
         tokens, lengths = decode(dense, mask)
         text = tokenizer.detokenize(generation.until_end(tokens, None, lengths))
         text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
@@ -143,8 +146,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         checks = [tf.debugging.Assert(tf.reduce_all(ok), [tf.constant(message)])
                   for ok, message in (
                       (counts >= 1, "padding_mask: every row needs a prompt token"),
-                      (counts <= keep, f"token_ids: at most {keep} prompt tokens (the "
-                                       f"model's positions less --max_new_tokens)"))]
+                      (counts <= keep, f"token_ids: at most {keep} prompt tokens"))]
         with tf.control_dependencies(checks):
             dense, mask = generation.left_pad(inputs["token_ids"], mask)
         dense = dense[:, tf.shape(dense)[1] - tf.reduce_max(counts):]
@@ -156,7 +158,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     module.serve = serve
     module.token_ids = token_ids
     module.generate = _per_request_signature(lm, tokenizer, max_new_tokens, stop_ids,
-                                             stop_strings)
+                                             stop_strings, prepare)
     warmup = [{"prompt": [t]} for t in SAMPLE_TEXTS] + [{"prompt": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
                        extra_files={SETTINGS_FILE: json.dumps(settings, indent=2,
@@ -165,7 +167,30 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                                          "token_ids": module.token_ids})
 
 
-def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings):
+def _prompt_preparation(lm, tokenizer, max_new_tokens: int):
+    """(prepare(prompts) -> (ids, token_ids, padding_mask, cut), the most prompt tokens
+    kept, the model's positions) for `lm`: a causal LM keeps a prompt's last
+    `max_positions - max_new_tokens` tokens (an empty one starts from the end token);
+    an encoder-decoder (`generation_start`) reads the tokenizer's `encoder_ids`, cut to
+    the encoder's length (`max_input_length`, else the tokenizer's `seq_length`), and
+    its decoder has `max_positions` for the start token(s) and the new ones."""
+    limit = lm.max_positions
+    if hasattr(lm, "generation_start"):
+        if not 1 <= max_new_tokens <= limit - 2:
+            raise ValueError(f"max_new_tokens={max_new_tokens}: must be between 1 and "
+                             f"{limit - 2} (the decoder has {limit} positions)")
+        keep = int(getattr(lm, "max_input_length", None) or tokenizer.seq_length)
+        return (lambda prompts: generation.prepare_encoder_inputs(tokenizer, prompts, keep),
+                keep, limit)
+    if not 1 <= max_new_tokens < limit:
+        raise ValueError(f"max_new_tokens={max_new_tokens}: must be between 1 and "
+                         f"{limit - 1} (the model has {limit} positions)")
+    keep = limit - max_new_tokens
+    return (lambda prompts: generation.prepare_prompts(tokenizer, prompts, keep,
+                                                       lm.end_token_id), keep, limit)
+
+
+def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings, prepare):
     """The `generate` signature (see the module docstring): one compiled loop with a
     `RowSampler` and every processor on, each row's settings as tensors."""
     end = lm.end_token_id
@@ -175,7 +200,6 @@ def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings):
                                        jit_compile=False, processing=processing,
                                        stop_ids=stop_ids, stop_strings=stop_strings,
                                        tokenizer=tokenizer)
-    keep = lm.max_positions - cap
     spec = [tf.TensorSpec([None], dtype, name=name) for name, dtype in (
         ("prompt", tf.string), ("max_new_tokens", tf.int32), ("temperature", tf.float32),
         ("top_k", tf.int32), ("top_p", tf.float32), ("seed", tf.int64),
@@ -210,7 +234,7 @@ def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings):
                 f"{name}: each value must be {rule}")], name=f"check_{name}")
                 for name, ok, rule in bounds]
         with tf.control_dependencies(checks):
-            _, dense, mask, _ = generation.prepare_prompts(tokenizer, prompt, keep, end)
+            _, dense, mask, _ = prepare(prompt)
         fresh = tf.random.uniform([rows, 2], maxval=2 ** 31 - 1, dtype=tf.int32)
         pair = tf.cast(tf.stack([seed % (2 ** 31), (seed // (2 ** 31)) % (2 ** 31)], 1),
                        tf.int32)

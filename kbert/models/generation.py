@@ -940,6 +940,13 @@ def generate_sequences(lm, token_ids, padding_mask, max_new_tokens, sampler="gre
         raise ValueError(f"max_new_tokens={max_new_tokens}: must be at least 1")
     limit = lm.max_positions
     lengths = tf.reduce_sum(mask, axis=1).numpy()
+    if getattr(lm, "is_encoder_decoder", False):  # the prompts are the encoder's input
+        inputs = getattr(lm, "max_input_length", None)
+        if rows and inputs is not None and lengths.max() > inputs:
+            r = int(np.argmax(lengths))
+            raise ValueError(f"input #{r} has {lengths[r]} tokens; the model's encoder "
+                             f"reads at most {inputs}")
+        lengths = np.full_like(lengths, 2)  # the decoder's start (and a forced token)
     if rows and (lengths + row_max_new).max() > limit:
         r = int(np.argmax(lengths + row_max_new))
         raise ValueError(f"a prompt of {lengths[r]} tokens + max_new_tokens="
@@ -1045,6 +1052,20 @@ def prepare_prompts(tokenizer, prompts, keep: int, start_id: int):
     cut = ids.row_lengths() > keep
     ids = ids[:, -keep:]
     dense = ids.to_tensor(0)  # every row has a token now
+    mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
+    dense, mask = left_pad(dense, mask)
+    return ids, dense, mask, cut
+
+
+def prepare_encoder_inputs(tokenizer, texts, keep: int):
+    """`prepare_prompts` for an encoder-decoder: the tokenizer's `encoder_ids` (T5:
+    text `</s>`; BART: `<s>` text `</s>`), a row longer than `keep` tokens cut to its
+    first `keep - 1` and its last (the end token), as the tokenizers' own truncation
+    keeps the beginning; (ids, token_ids [B, P] left-padded, padding_mask, cut)."""
+    ids = tf.cast(tokenizer.encoder_ids(texts), tf.int32)
+    cut = ids.row_lengths() > keep
+    ids = tf.concat([ids[:, :-1][:, :keep - 1], ids[:, -1:]], axis=1)
+    dense = ids.to_tensor(0)
     mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
     dense, mask = left_pad(dense, mask)
     return ids, dense, mask, cut
@@ -1242,24 +1263,16 @@ def seq2seq_text(lm, texts, max_new_tokens=32, sampler="greedy", temperature=1.0
                  return_scores=False, **options):
     """An encoder-decoder's text to text: each input's output text (up to, without,
     the end token or a stop), n = num_return_sequences per input, input 0's first;
-    a str for a str when n is 1. The inputs are tokenized as the model's tokenizer
-    does for its encoder (T5: `</s>` after the text); one longer than
-    `lm.max_input_length` (where the model has one) is an error naming it.
+    a str for a str when n is 1. The inputs are the tokenizer's `encoder_ids` (T5: the
+    text and `</s>`; BART: `<s>` text `</s>`); one longer than `lm.max_input_length`
+    (where the model has one) is an error naming it (`generate_sequences`).
     `return_scores`: dicts {text, token_ids, logprobs, score}."""
     tokenizer = _tokenizer_of(lm, tokenizer)
     single = isinstance(texts, str)
     items = [texts] if single else list(texts)
     if not items:
         return []
-    ids = tokenizer.tokenize(tf.constant(items))
-    end = tf.RaggedTensor.from_row_lengths(tf.fill([len(items)], lm.end_token_id),
-                                           tf.ones([len(items)], ids.row_splits.dtype))
-    ids = tf.concat([tf.cast(ids, tf.int32), end], axis=1)
-    limit = getattr(lm, "max_input_length", None)
-    lengths = ids.row_lengths().numpy()
-    if limit is not None and lengths.max() > limit:
-        r = int(np.argmax(lengths))
-        raise ValueError(f"input #{r} has {lengths[r]} tokens; the model reads at most {limit}")
+    ids = tf.cast(tokenizer.encoder_ids(tf.constant(items)), tf.int32)
     dense = ids.to_tensor(0)
     mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
     out = generate_sequences(lm, dense, mask, max_new_tokens, sampler, temperature, top_k,

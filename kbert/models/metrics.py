@@ -1,11 +1,14 @@
-"""Metrics the families' models share: a total over a count, accumulated over every batch
-of an epoch (a perplexity is exp(total NLL / tokens) over the epoch, not a mean of
-per-batch perplexities)."""
+"""Metrics and losses the families' models share: a total over a count, accumulated over
+every batch of an epoch (a perplexity is exp(total NLL / tokens) over the epoch, not a
+mean of per-batch perplexities), and the next-token loss of language models (GPT's
+decoder, T5's) over real tokens only (labels `IGNORED` left out)."""
 
 from __future__ import annotations
 
 import keras
 import tensorflow as tf
+
+IGNORED = -1  # the label of positions no loss or metric counts
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -64,3 +67,48 @@ def total_loss(model, loss):
         loss += tf.add_n([tf.cast(v, tf.float32) for v in model.losses])
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     return loss / replicas if replicas > 1 else loss
+
+
+def lm_loss() -> keras.losses.Loss:
+    """Cross-entropy of the next token, averaged over real tokens (labels -1 out)."""
+    return LMLoss()
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class LMLoss(keras.losses.Loss):
+    """Next-token cross-entropy averaged over the real tokens of the batch (labels
+    `IGNORED` left out): Keras' `SparseCategoricalCrossentropy(from_logits=True,
+    ignore_class=-1)`, without its pass over the whole [B, T, vocab] logits that zeroes
+    the ignored rows (a select as large as the logits, forward and backward). Each
+    token's loss is divided by the batch's real-token count, so the "sum" reduction
+    gives the mean (sample weights then weigh tokens within it)."""
+
+    def __init__(self, name="lm_loss", reduction="sum", **kwargs):
+        super().__init__(name=name, reduction=reduction, **kwargs)
+
+    def call(self, y_true, y_pred):
+        labels = tf.cast(y_true, tf.int32)
+        valid = tf.cast(tf.not_equal(labels, IGNORED), tf.float32)
+        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.maximum(labels, 0), logits=tf.cast(y_pred, tf.float32))
+        return nll * valid / tf.maximum(tf.reduce_sum(valid), 1.0)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class Perplexity(TotalOverCount):
+    """exp(mean negative log-likelihood of the next token) over real tokens, accumulated
+    over all batches of an epoch (not a mean of per-batch perplexities)."""
+
+    def __init__(self, name="perplexity", **kwargs):
+        kwargs.pop("exp", None)
+        super().__init__(name=name, exp=True, **kwargs)
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        labels = tf.cast(y_true, tf.int32)
+        valid = tf.not_equal(labels, IGNORED)
+        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
+            labels=tf.where(valid, labels, 0), logits=tf.cast(y_pred, tf.float32))
+        weight = tf.cast(valid, tf.float32)
+        if sample_weight is not None:
+            weight *= tf.cast(sample_weight, tf.float32)
+        super().update_state(tf.reduce_sum(nll * weight), tf.reduce_sum(weight))

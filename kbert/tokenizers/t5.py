@@ -35,8 +35,8 @@ class T5Tokenizer(Tokenizer):
     """
 
     family = "t5"
-    tasks = frozenset()
-    exports = frozenset()
+    tasks = frozenset({"pretrain"})  # text-to-text GLUE and SQuAD: not yet (#32)
+    exports = frozenset({"generate"})
     special_tokens = (1, 2)
     special_tokens_in_text = True
 
@@ -157,6 +157,13 @@ class T5Tokenizer(Tokenizer):
         ids = tf.concat([text_ids, one], axis=1)  # each chunk: its pieces, or its token
         return tf.RaggedTensor.from_row_splits(ids, chunks.row_splits).merge_dims(1, 2)
 
+    def encoder_ids(self, texts) -> tf.RaggedTensor:
+        """int32 [batch, (tokens)]: the text's ids, then `</s>` (T5's encoder input)."""
+        ids = tf.cast(self.tokenize(texts), tf.int32)
+        end = tf.RaggedTensor.from_row_lengths(tf.fill([ids.nrows()], self.end_id),
+                                               tf.ones([ids.nrows()], ids.row_splits.dtype))
+        return tf.concat([ids, end], axis=1)
+
     def _special_id(self, strings):
         out = tf.fill(tf.shape(strings), self.unk_id)
         for text, i in self._special.items():
@@ -184,11 +191,10 @@ class T5Tokenizer(Tokenizer):
             raise ValueError("T5Tokenizer takes one text per example (write pairs into it, "
                              "as T5's task prefixes do)")
         seq_length = int(seq_length or self.seq_length)
-        ids = tf.cast(self.tokenize(texts), tf.int32)
-        ids = truncate(ids, tf.fill([ids.nrows()], tf.constant(seq_length - 1, ids.row_splits.dtype)))
-        end = tf.RaggedTensor.from_row_lengths(
-            tf.fill([ids.nrows()], self.end_id), tf.ones([ids.nrows()], ids.row_splits.dtype))
-        ids = tf.concat([ids, end], axis=1)
+        ids = self.encoder_ids(texts)
+        ids = tf.concat([truncate(ids[:, :-1], tf.fill(
+            [ids.nrows()], tf.constant(seq_length - 1, ids.row_splits.dtype))), ids[:, -1:]],
+            axis=1)
         dense = ids.to_tensor(self.pad_id, shape=[None, seq_length])
         mask = tf.sequence_mask(ids.row_lengths(), seq_length, tf.int32)
         return {"token_ids": dense, "padding_mask": mask}

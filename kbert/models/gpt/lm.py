@@ -14,12 +14,10 @@ next tokens, as GPT-2's training computes it).
 
 from __future__ import annotations
 
-import keras
 import tensorflow as tf
 
-from kbert.models.metrics import TotalOverCount
-
-IGNORED = -1
+# The loss and the metric are the families' shared ones (T5's decoder uses them too).
+from kbert.models.metrics import IGNORED, LMLoss, Perplexity, lm_loss  # noqa: F401
 
 
 def lm_examples(token_ids, padding_mask):
@@ -62,48 +60,3 @@ def lm_dataset(texts, tokenizer, seq_length: int, batch_size: int,
     data = blocks.batch(batch_size, drop_remainder=drop_remainder)
     return data.map(lambda ids: lm_examples(ids, tf.ones_like(ids)),
                     num_parallel_calls=tf.data.AUTOTUNE)
-
-
-def lm_loss() -> keras.losses.Loss:
-    """Cross-entropy of the next token, averaged over real tokens (labels -1 out)."""
-    return LMLoss()
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class LMLoss(keras.losses.Loss):
-    """Next-token cross-entropy averaged over the real tokens of the batch (labels
-    `IGNORED` left out): Keras' `SparseCategoricalCrossentropy(from_logits=True,
-    ignore_class=-1)`, without its pass over the whole [B, T, vocab] logits that zeroes
-    the ignored rows (a select as large as the logits, forward and backward). Each
-    token's loss is divided by the batch's real-token count, so the "sum" reduction
-    gives the mean (sample weights then weigh tokens within it)."""
-
-    def __init__(self, name="lm_loss", reduction="sum", **kwargs):
-        super().__init__(name=name, reduction=reduction, **kwargs)
-
-    def call(self, y_true, y_pred):
-        labels = tf.cast(y_true, tf.int32)
-        valid = tf.cast(tf.not_equal(labels, IGNORED), tf.float32)
-        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.maximum(labels, 0), logits=tf.cast(y_pred, tf.float32))
-        return nll * valid / tf.maximum(tf.reduce_sum(valid), 1.0)
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class Perplexity(TotalOverCount):
-    """exp(mean negative log-likelihood of the next token) over real tokens, accumulated
-    over all batches of an epoch (not a mean of per-batch perplexities)."""
-
-    def __init__(self, name="perplexity", **kwargs):
-        kwargs.pop("exp", None)
-        super().__init__(name=name, exp=True, **kwargs)
-
-    def update_state(self, y_true, y_pred, sample_weight=None):
-        labels = tf.cast(y_true, tf.int32)
-        valid = tf.not_equal(labels, IGNORED)
-        nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.where(valid, labels, 0), logits=tf.cast(y_pred, tf.float32))
-        weight = tf.cast(valid, tf.float32)
-        if sample_weight is not None:
-            weight *= tf.cast(sample_weight, tf.float32)
-        super().update_state(tf.reduce_sum(nll * weight), tf.reduce_sum(weight))

@@ -21,7 +21,7 @@ def _recognizes(folder: str) -> bool:
 
 register_family(Family(
     "t5", T5Config, T5Seq2SeqLM, T5Tokenizer, recognizes=_recognizes,
-    language_model_class=T5Seq2SeqLM,
+    language_model_class=T5Seq2SeqLM, hooks="kbert.models.t5.tasks",
     description="t5 is an encoder-decoder (text to text)",
     folder_hint="Hugging Face's t5-small ... t5-11b, google/t5-v1_1-*, google/flan-t5-*"))
 

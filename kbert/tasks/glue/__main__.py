@@ -110,7 +110,7 @@ def main(argv=None) -> int:
         if args.train_file and args.text_pair_column and not args.text_column:
             raise UsageError("--text_pair_column: give --text_column too")
         pair = get_task(args.task).is_pair if args.task else bool(args.text_pair_column)
-        check_training_flags(args, pair=pair)
+        check_training_flags(args, pair=pair, task="glue")
         check_export_dir(args.export_dir, args.overwrite)
         if args.export_dir:
             check_export_support(args, "classifier")
