@@ -21,5 +21,7 @@ _EXPORTS = {
     "merge_lora": "kbert.models.lora", "save_lora": "kbert.models.lora",
     "load_lora": "kbert.models.lora", "T5Config": "kbert.models.t5",
     "T5Seq2SeqLM": "kbert.models.t5", "T5Tokenizer": "kbert.tokenizers.t5",
+    "BartConfig": "kbert.models.bart", "BartSeq2SeqLM": "kbert.models.bart",
+    "BartTokenizer": "kbert.tokenizers.bart",
 }
 lazy_package(__name__, _EXPORTS)

@@ -33,7 +33,7 @@ def test_bert_is_registered_and_folders_say_their_family(tmp_path):
     (tmp_path / "google").mkdir()
     (tmp_path / "google" / "bert_config.json").write_text("{}")
     assert registry.family_of_folder(tmp_path / "google") is bert
-    with pytest.raises(ValueError, match="unknown model family 'nope'; known: bert"):
+    with pytest.raises(ValueError, match="unknown model family 'nope'; known: bart, bert"):
         registry.get_family("nope")
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="not a model folder of a known family"):

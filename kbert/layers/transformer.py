@@ -1,4 +1,5 @@
-"""The transformer block: post-LayerNorm (BERT, GPT-1) or pre-LayerNorm (GPT-2)."""
+"""The transformer block: post-LayerNorm (BERT, GPT-1, BART) or pre-LayerNorm (GPT-2),
+with cross-attention over an encoder's output in an encoder-decoder's decoder (BART)."""
 
 from __future__ import annotations
 
@@ -38,6 +39,11 @@ class TransformerBlock(keras.layers.Layer):
         output_kernel_initializer: initializer of the two residual projections
             (`attention_output`, `output`); default `kernel_initializer`. GPT-2 scales
             its stddev by 1 / sqrt(2 * num_layers).
+        cross_attention: a decoder block of an encoder-decoder: after self-attention, a
+            sublayer attending to the encoder's output (`cross_attention`,
+            `cross_attention_output`, `cross_attention_layer_norm`), post- or pre-LN
+            as the others.
+        activation_dropout: dropout after the feed-forward's activation (BART's).
 
     Call args:
         x: float Tensor [B, T, H].
@@ -46,6 +52,9 @@ class TransformerBlock(keras.layers.Layer):
         output_range: None, or R: compute only the first R positions' outputs (all
             positions are still attended to); the result is then [B, R, H] and equals
             the first R rows without it.
+        encoder_output, encoder_mask: float [B, Te, H] and bool [B, 1, Te] (True on
+            real keys), for cross-attention; or `cross_cache`, the pair
+            `cross_attention.project_key_value(encoder_output)` (decoding).
 
     Returns:
         float Tensor [B, T, H]; with `cache`, the pair (output, updated cache).
@@ -54,7 +63,7 @@ class TransformerBlock(keras.layers.Layer):
     def __init__(self, hidden_size, num_heads, intermediate_size, hidden_act="gelu",
                  dropout=0.1, attention_dropout=0.1, layer_norm_epsilon=1e-12,
                  norm_first=False, kernel_initializer=None, output_kernel_initializer=None,
-                 **kwargs):
+                 cross_attention=False, activation_dropout=0.0, **kwargs):
         super().__init__(**kwargs)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
@@ -64,6 +73,8 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.layer_norm_epsilon = layer_norm_epsilon
         self.norm_first = bool(norm_first)
+        self.has_cross = bool(cross_attention)
+        self.activation_dropout = activation_dropout
         self.kernel_initializer = initializer_from(kernel_initializer)
         self.output_kernel_initializer = (self.kernel_initializer
                                           if output_kernel_initializer is None
@@ -91,6 +102,16 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm = norm("output_layer_norm")
         self.attention_output_dropout = keras.layers.Dropout(dropout, dtype=policy)
         self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
+        self.activation_dropout_layer = keras.layers.Dropout(activation_dropout, dtype=policy)
+        if self.has_cross:
+            self.cross_attention = MultiHeadAttention(
+                hidden_size, num_heads, attention_dropout,
+                kernel_initializer=serialize_initializer(self.kernel_initializer),
+                dtype=policy, name="cross_attention")
+            self.cross_attention_output = dense(hidden_size, "cross_attention_output",
+                                                self.output_kernel_initializer)
+            self.cross_attention_layer_norm = norm("cross_attention_layer_norm")
+            self.cross_attention_dropout = keras.layers.Dropout(dropout, dtype=policy)
 
     def build(self, x_shape, *args, **kwargs):
         self.attention.build(x_shape)
@@ -99,10 +120,15 @@ class TransformerBlock(keras.layers.Layer):
         self.intermediate.build(x_shape)
         self.output_dense.build(tuple(x_shape[:-1]) + (self.intermediate_size,))
         self.output_layer_norm.build(x_shape)
+        if self.has_cross:
+            self.cross_attention.build(x_shape, x_shape)
+            self.cross_attention_output.build(x_shape)
+            self.cross_attention_layer_norm.build(x_shape)
         self.built = True
 
     def call(self, x, attention_bias=None, attention_mask=None, causal=False, cache=None,
-             cache_index=None, training=None, output_range=None):
+             cache_index=None, training=None, output_range=None, encoder_output=None,
+             encoder_mask=None, cross_cache=None):
         attention_in = self.attention_layer_norm(x) if self.norm_first else x
         attn = self.attention(attention_in, attention_bias=attention_bias,
                               attention_mask=attention_mask, causal=causal, cache=cache,
@@ -113,18 +139,24 @@ class TransformerBlock(keras.layers.Layer):
         if output_range is not None:
             x = x[:, :output_range]
         attn = self.attention_output_dropout(self.attention_output(attn), training=training)
-        if self.norm_first:
-            x = x + attn
-            ffn = self.output_dense(self.intermediate(self.output_layer_norm(x)))  # (B, T, H)
-            x = x + self.output_dropout(ffn, training=training)
-        else:
-            x = self.attention_layer_norm(x + attn)
-            ffn = self.output_dense(self.intermediate(x))  # (B, T, I) -> (B, T, H)
-            x = self.output_layer_norm(x + self.output_dropout(ffn, training=training))
+        x = x + attn if self.norm_first else self.attention_layer_norm(x + attn)
+        if self.has_cross:
+            source = self.cross_attention_layer_norm(x) if self.norm_first else x
+            cross = self.cross_attention(source, key_value=encoder_output,
+                                         attention_mask=encoder_mask,
+                                         projected_key_value=cross_cache, training=training)
+            cross = self.cross_attention_dropout(self.cross_attention_output(cross),
+                                                 training=training)
+            x = x + cross if self.norm_first else self.cross_attention_layer_norm(x + cross)
+        ffn_in = self.output_layer_norm(x) if self.norm_first else x
+        hidden = self.activation_dropout_layer(self.intermediate(ffn_in), training=training)
+        ffn = self.output_dropout(self.output_dense(hidden), training=training)  # (B, T, H)
+        x = x + ffn if self.norm_first else self.output_layer_norm(x + ffn)
         return x if cache is None else (x, cache)
 
     def compute_output_spec(self, x, attention_bias=None, attention_mask=None, causal=False,
-                            cache=None, cache_index=None, training=None, output_range=None):
+                            cache=None, cache_index=None, training=None, output_range=None,
+                            **cross):
         out = keras.KerasTensor(sequence_output_shape(x.shape, output_range),
                                 dtype=self.compute_dtype)
         if cache is None:
@@ -139,4 +171,6 @@ class TransformerBlock(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon, "norm_first": self.norm_first,
                 "kernel_initializer": serialize_initializer(self.kernel_initializer),
                 "output_kernel_initializer": serialize_initializer(
-                    self.output_kernel_initializer)}
+                    self.output_kernel_initializer),
+                "cross_attention": self.has_cross,
+                "activation_dropout": self.activation_dropout}

@@ -86,7 +86,7 @@ DEFAULT_FAMILY = "bert"
 # The families kbert ships; each registers itself when its package is imported, which
 # the look-ups below make sure of (`import kbert` no longer imports them up front).
 BUILTIN = ("kbert.models.bert", "kbert.models.gpt", "kbert.models.elmo",
-           "kbert.models.roberta", "kbert.models.t5")
+           "kbert.models.roberta", "kbert.models.t5", "kbert.models.bart")
 
 
 def _load_builtin() -> None:

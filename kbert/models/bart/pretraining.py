@@ -1,0 +1,190 @@
+"""BART's denoising pretraining (Lewis et al., 2020, section 2.2) and its recipe (the
+registry's `pretrain` hook of "bart").
+
+Each example is a document (consecutive lines, one sentence a line, up to a blank line)
+cut to whole sentences that fit `max_seq_length` with `<s>` and `</s>`. The decoder
+writes the document as it is; the encoder reads it corrupted by the paper's two noises
+that its best model combines (fairseq's `DenoisingDataset` with bart.large's settings):
+- sentence permutation: the sentences in a random order;
+- text infilling: spans of tokens, their lengths drawn from Poisson(`poisson_lambda`)
+  until `mask_ratio` of the tokens are covered, each span replaced by one `<mask>`
+  (a 0-length span inserts one); overlapping spans merge into one. `random_ratio` of
+  the masks become a random token instead (fairseq's `mask_random`).
+Spans are over tokens (fairseq's default; its whole-word option is not built). Every
+example's noise comes from its own generator, seeded with `seed` and the example's
+index: the same data every epoch and every run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from kbert.models.pretraining import PretrainRecipe, PretrainRun
+
+
+def documents(lines, tokenizer, max_tokens: int) -> list[list[np.ndarray]]:
+    """Lines (a blank one ends a document) -> documents as lists of sentence ids, each
+    cut into pieces of whole sentences of at most `max_tokens` tokens (a longer
+    sentence is cut alone)."""
+    docs, current = [], []
+    for line in list(lines) + [""]:
+        if line.strip():
+            current.append(line)
+        elif current:
+            docs.append(current)
+            current = []
+    out = []
+    for doc in docs:
+        ids = [np.asarray(s, np.int32) for s in tokenizer.tokenize(doc).to_list()]
+        piece, size = [], 0
+        for sentence in ids:
+            sentence = sentence[:max_tokens]
+            if piece and size + len(sentence) > max_tokens:
+                out.append(piece)
+                piece, size = [], 0
+            piece.append(sentence)
+            size += len(sentence)
+        if piece:
+            out.append(piece)
+    return out
+
+
+def infill(tokens: np.ndarray, rng: np.random.Generator, mask_id: int, vocab_size: int,
+           mask_ratio: float = 0.3, poisson_lambda: float = 3.0,
+           random_ratio: float = 0.1) -> np.ndarray:
+    """Text infilling (see the module docstring) of ids [T] -> the noised ids."""
+    n = len(tokens)
+    goal = int(np.ceil(n * mask_ratio))
+    if n == 0 or goal == 0:
+        return tokens.copy()
+    lengths = []
+    while sum(lengths) < goal:
+        lengths.append(int(rng.poisson(poisson_lambda)))
+    lengths[-1] -= sum(lengths) - goal  # the last span ends at the goal
+    starts = rng.integers(0, n, len(lengths))
+    masked = np.zeros(n, bool)
+    inserts = np.zeros(n + 1, bool)
+    for start, length in zip(starts, lengths):
+        if length == 0:
+            inserts[start] = True
+        else:
+            masked[start:start + length] = True
+    out = []
+    for i in range(n + 1):
+        after_mask = i > 0 and masked[i - 1]  # a mask was just written: merge with it
+        if i < n and masked[i]:
+            if not after_mask:
+                out.append(mask_id)  # one mask for the run
+            continue
+        if inserts[i] and not after_mask:
+            out.append(mask_id)
+        if i < n:
+            out.append(tokens[i])
+    out = np.asarray(out, np.int32)
+    masks = np.flatnonzero(out == mask_id)
+    swap = masks[rng.random(len(masks)) < random_ratio]
+    out[swap] = rng.integers(0, vocab_size, len(swap))
+    return out
+
+
+def denoising_example(sentences, rng, tokenizer, mask_ratio=0.3, poisson_lambda=3.0,
+                      random_ratio=0.1, permute=True):
+    """(encoder ids, target ids), each with `<s>` ... `</s>`: the document's sentences
+    permuted (`permute`) and infilled, and the document."""
+    order = rng.permutation(len(sentences)) if permute else np.arange(len(sentences))
+    source = np.concatenate([sentences[i] for i in order])
+    target = np.concatenate(sentences)
+    noised = infill(source, rng, tokenizer.mask_id, tokenizer.vocab_size, mask_ratio,
+                    poisson_lambda, random_ratio)
+    start, end = [tokenizer.cls_id], [tokenizer.sep_id]
+    return (np.concatenate([start, noised, end]).astype(np.int32),
+            np.concatenate([start, target, end]).astype(np.int32))
+
+
+def denoising_dataset(docs, tokenizer, max_seq_length: int, batch_size: int,
+                      decoder_start_token_id: int = 2, seed: int = 0,
+                      drop_remainder: bool = True, **noise) -> tf.data.Dataset:
+    """`documents(lines, tokenizer, max_seq_length - 2)` -> batches for
+    `BartSeq2SeqLM.fit`: the model's four inputs (the decoder's is the target shifted
+    right behind `decoder_start_token_id`) and labels `{"logits": target}`, -1 on
+    padding. An endless stream (documents in a shuffled order each pass, the order and
+    the noise seeded). `noise`: `denoising_example`'s settings."""
+    if not docs:
+        raise ValueError("no text: every line is blank")
+    pad = tokenizer.pad_id
+
+    def padded(ids, value):
+        out = np.full(max_seq_length, value, np.int32)
+        ids = ids[:max_seq_length]
+        out[:len(ids)] = ids
+        return out
+
+    def examples():
+        epoch = 0
+        while True:
+            order = np.random.default_rng([seed, epoch]).permutation(len(docs))
+            for index in order:
+                rng = np.random.default_rng([seed, epoch, int(index)])
+                source, target = denoising_example(docs[index], rng, tokenizer, **noise)
+                decoder = np.concatenate([[decoder_start_token_id], target[:-1]])
+                yield ({"encoder_token_ids": padded(source, pad),
+                        "encoder_padding_mask": padded(np.ones_like(source), 0),
+                        "decoder_token_ids": padded(decoder, pad),
+                        "decoder_padding_mask": padded(np.ones_like(decoder), 0)},
+                       {"logits": padded(target, -1)})
+            epoch += 1
+
+    spec = tf.TensorSpec([max_seq_length], tf.int32)
+    data = tf.data.Dataset.from_generator(
+        examples, output_signature=({name: spec for name in (
+            "encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
+            "decoder_padding_mask")}, {"logits": spec}))
+    return data.batch(batch_size, drop_remainder=drop_remainder)
+
+
+class BartPretraining(PretrainRecipe):
+    """`BartSeq2SeqLM` on text infilling + sentence permutation; `--init_from` a BART
+    folder gives the tokenizer and, unless `--from_scratch`, the weights."""
+
+    needs_folder = True
+    specials = 2
+    help = "bart: denoising (needs --init_from a BART folder: its vocab.json, merges.txt)"
+
+    def build(self, args, runtime, texts, optimizer) -> PretrainRun:
+        import dataclasses
+
+        from kbert.models.bart import BartConfig, BartSeq2SeqLM
+        from kbert.models.metrics import Perplexity, lm_loss
+
+        source = BartSeq2SeqLM.from_pretrained(args.init_from)
+        tokenizer = source.tokenizer
+        if tokenizer is None:
+            raise ValueError(f"--init_from {args.init_from}: no vocab.json + merges.txt")
+        config = source.config
+        if args.from_scratch and args.preset == "demo":
+            config = dataclasses.replace(BartConfig.preset("tiny"), vocab_size=config.vocab_size,
+                                         hidden_size=64, encoder_intermediate_size=128,
+                                         decoder_intermediate_size=128,
+                                         max_position_embeddings=max(args.max_seq_length, 64))
+        elif args.from_scratch and args.preset not in (None, "mini"):
+            config = BartConfig.preset(args.preset, vocab_size=config.vocab_size)
+        docs = documents(texts(), tokenizer, args.max_seq_length - 2)
+        if not docs:
+            raise ValueError("--text_file: every line is blank")
+        data = denoising_dataset(docs, tokenizer, args.max_seq_length,
+                                 args.train_batch_size, config.decoder_start_token_id,
+                                 seed=args.seed)
+
+        def make():
+            if args.from_scratch:
+                return self.built(BartSeq2SeqLM(config), next(iter(data))[0])
+            return BartSeq2SeqLM.from_pretrained(args.init_from)
+
+        model = runtime.build(make, optimizer, {"logits": lm_loss()},
+                              {"logits": [Perplexity()]})
+        return PretrainRun(model, data, len(docs), float(args.max_seq_length),
+                           lambda folder: model.save_pretrained(folder, tokenizer=tokenizer))
+
+
+pretrain = BartPretraining()
