@@ -79,6 +79,19 @@ class Family:
             importlib.import_module(self.hooks)
 
 
+def recognizes_model_type(*model_types: str) -> Callable[[str], bool]:
+    """`Family.recognizes` for Hugging Face folders: their `config.json`'s `model_type`
+    is one of `model_types`."""
+    def recognizes(folder: str) -> bool:
+        config = os.path.join(folder, "config.json")
+        if not os.path.exists(config):
+            return False
+        d = read_json(config)
+        return isinstance(d, dict) and d.get("model_type") in model_types
+
+    return recognizes
+
+
 _FAMILIES: dict[str, Family] = {}
 # The family a task command trains from scratch when neither --model nor --init_from
 # names one.

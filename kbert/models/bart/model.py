@@ -15,21 +15,17 @@ generation loop pads prompts) read what right-padded ones do.
 from __future__ import annotations
 
 import math
-import os
 
 import keras
 from keras import ops
 
-from kbert import hub
 from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
 from kbert.models.bart.config import BartConfig
-from kbert.models.base import Pretrained, Quantizable
+from kbert.models.seq2seq import Seq2SeqLM
 
-INPUTS = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
-          "decoder_padding_mask")
 POSITION_OFFSET = 2  # fairseq's learned positions start at row 2
 
 
@@ -134,14 +130,16 @@ class FinalLogitsBias(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BartSeq2SeqLM(Quantizable, keras.Model, Pretrained):
+class BartSeq2SeqLM(Seq2SeqLM):
     """BART's encoder-decoder with its output layer (the token table + final bias):
     `logits` float32 [B, Td, V]. `from_pretrained` reads a kbert folder or Hugging
     Face's (`facebook/bart-base`, a Hub name) and, where the folder has `vocab.json` and
-    `merges.txt`, the tokenizer (`self.tokenizer`)."""
+    `merges.txt`, the tokenizer (`self.tokenizer`). The shared parts are
+    `kbert.models.seq2seq.Seq2SeqLM`'s."""
 
     family = "bart"
     checkpoints = "kbert.models.bart.checkpoints"
+    tokenizer_class = "kbert.tokenizers.bart:BartTokenizer"
 
     def __init__(self, config: BartConfig | dict, dtype=None, **kwargs):
         if isinstance(config, dict):
@@ -153,8 +151,7 @@ class BartSeq2SeqLM(Quantizable, keras.Model, Pretrained):
         encoder = BartStack(c, decoder=False, dtype=dtype, name="encoder")
         decoder = BartStack(c, decoder=True, dtype=dtype, name="decoder")
         final_bias = FinalLogitsBias(c.vocab_size, dtype=dtype, name="final_logits_bias")
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in INPUTS}
+        inputs = self.model_inputs()
         encoded = encoder(token_embedding(inputs["encoder_token_ids"]),
                           inputs["encoder_padding_mask"])
         decoded = decoder(token_embedding(inputs["decoder_token_ids"]),
@@ -167,21 +164,9 @@ class BartSeq2SeqLM(Quantizable, keras.Model, Pretrained):
         self.final_logits_bias = final_bias
         self.tokenizer = None
 
-    def shift_right(self, token_ids):
-        """The decoder's input for targets [B, T]: `decoder_start_token_id` (`</s>`),
-        then the targets but the last; label padding (< 0) becomes `<pad>` (as
-        `transformers`' `shift_tokens_right`)."""
-        ids = ops.cast(token_ids, "int32")
-        start = ops.full((ops.shape(ids)[0], 1), self.config.decoder_start_token_id, "int32")
-        shifted = ops.concatenate([start, ids[:, :-1]], axis=1)
-        return ops.where(shifted < 0, self.config.pad_token_id, shifted)
-
-    # ------------------------------------------------- generation protocol
-    is_encoder_decoder = True
-
-    @property
-    def end_token_id(self) -> int:
-        return self.config.end_token_id
+    def _logits(self, x):
+        logits = self.final_logits_bias(self.token_embedding.logits(x))
+        return ops.cast(logits, "float32")
 
     @property
     def max_positions(self) -> int:
@@ -191,81 +176,13 @@ class BartSeq2SeqLM(Quantizable, keras.Model, Pretrained):
     def max_input_length(self) -> int:
         return self.config.max_position_embeddings
 
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    def generation_start(self, token_ids, padding_mask, capacity):
-        """As `T5Seq2SeqLM.generation_start`; the decoder's prompt is `</s>`, then `<s>`
-        where the config forces it (bart-large: `forced_bos_token_id`)."""
-        rows = ops.shape(token_ids)[0]
-        encoded = self.encoder(self.token_embedding(token_ids), padding_mask)
-        cross = tuple(block.cross_attention.project_key_value(encoded)
-                      for block in self.decoder.blocks)
+    def decoder_prompt(self) -> list[int]:
+        """`</s>`, then `<s>` where the config forces it (bart-large's
+        `forced_bos_token_id`)."""
         c = self.config
-        prompt = [c.decoder_start_token_id] + (
+        return [c.decoder_start_token_id] + (
             [] if c.forced_bos_token_id is None else [c.forced_bos_token_id])
-        head = c.hidden_size // c.decoder_heads
-        shape = (rows * c.decoder_heads, len(prompt) + capacity, head)
-        self_cache = tuple((ops.zeros(shape, self.compute_dtype),
-                            ops.zeros(shape, self.compute_dtype))
-                           for _ in self.decoder.blocks)
-        cache = {"self": self_cache, "cross": cross,
-                 "encoder_mask": ops.cast(padding_mask, "int32")}
-        start = ops.tile(ops.convert_to_tensor([prompt], "int32"), (rows, 1))
-        logits, cache = self.generation_step(start, None, None, cache, 0)
-        return logits, cache, start
 
-    def generation_step(self, token_ids, positions, key_mask, cache, index):
-        x, self_cache = self.decoder.call_with_cache(
-            self.token_embedding(token_ids), cache["self"], index, cache["cross"],
-            cache["encoder_mask"])
-        logits = self.final_logits_bias(self.token_embedding.logits(x[:, -1]))
-        return ops.cast(logits, "float32"), dict(cache, self=self_cache)
-
-    def generate(self, texts, max_new_tokens: int = 32, sampler: str = "greedy", **options):
-        """Text to text (see `T5Seq2SeqLM.generate`)."""
-        from kbert.models import generation
-
-        return generation.seq2seq_text(self, texts, max_new_tokens, sampler=sampler,
-                                       **options)
-
-    def generate_ids(self, token_ids, padding_mask, max_new_tokens: int = 32,
-                     sampler: str = "greedy", **options):
-        """The output ids [B * num_return_sequences, max_new_tokens] for encoder inputs
-        [B, P] (after a row's `</s>`: `</s>` again; a forced `<s>` is not among them)."""
-        from kbert.models import generation
-
-        return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
-                                       sampler=sampler, **options)
-
-    # ------------------------------------------------------------------ serialization
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
-
-    @classmethod
-    def from_config(cls, config):
-        from kbert.models.interface import dtype_from_config
-
-        config = dict(config)
-        dtype = dtype_from_config(config)
-        return cls(config.pop("config"), dtype=dtype, **config)
-
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, dtype=None, load_tokenizer=True,
-                        quantize: str | None = None, **config_overrides) -> "BartSeq2SeqLM":
-        path = hub.resolve(path)
-        model = super().from_pretrained(path, dtype=dtype, quantize=quantize,
-                                        **config_overrides)
-        if load_tokenizer:
-            from kbert.tokenizers.bart import BartTokenizer
-
-            if BartTokenizer.folder_has_files(path):
-                model.tokenizer = BartTokenizer.from_pretrained(path)
-        return model
-
-    def save_pretrained(self, path: str | os.PathLike, tokenizer=None,
-                        format: str = "kbert") -> None:  # noqa: A002
-        super().save_pretrained(path, tokenizer=tokenizer or self.tokenizer, format=format)
+    def decoder_cache_shape(self, rows, length):
+        c = self.config
+        return (rows * c.decoder_heads, length, c.hidden_size // c.decoder_heads)

@@ -2,25 +2,14 @@
 generation protocol's encoder-decoder start), checkpoint converters; registered as the
 family "t5"."""
 
-import os
-
-from kbert.io import read_json
-from kbert.models.registry import Family, register_family
+from kbert.models.registry import Family, recognizes_model_type, register_family
 from kbert.models.t5.config import T5Config
 from kbert.models.t5.model import T5Seq2SeqLM, T5Stack
 from kbert.tokenizers.t5 import T5Tokenizer
 
 
-def _recognizes(folder: str) -> bool:
-    config = os.path.join(folder, "config.json")
-    if not os.path.exists(config):
-        return False
-    d = read_json(config)
-    return isinstance(d, dict) and d.get("model_type") == "t5"
-
-
 register_family(Family(
-    "t5", T5Config, T5Seq2SeqLM, T5Tokenizer, recognizes=_recognizes,
+    "t5", T5Config, T5Seq2SeqLM, T5Tokenizer, recognizes=recognizes_model_type("t5"),
     language_model_class=T5Seq2SeqLM, hooks="kbert.models.t5.tasks",
     description="t5 is an encoder-decoder (text to text)",
     folder_hint="Hugging Face's t5-small ... t5-11b, google/t5-v1_1-*, google/flan-t5-*"))

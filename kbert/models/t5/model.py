@@ -14,21 +14,15 @@ forcing.
 
 from __future__ import annotations
 
-import os
-
 import keras
 from keras import ops
 
-from kbert import hub
 from kbert.layers.dense import Dense
 from kbert.layers.embeddings import TokenEmbedding
 from kbert.layers.masks import key_mask
 from kbert.layers.t5 import RelativePositionBias, RMSNorm, T5Block
-from kbert.models.base import Pretrained, Quantizable
+from kbert.models.seq2seq import Seq2SeqLM
 from kbert.models.t5.config import T5Config
-
-INPUTS = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
-          "decoder_padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -104,16 +98,19 @@ class T5Stack(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class T5Seq2SeqLM(Quantizable, keras.Model, Pretrained):
+class T5Seq2SeqLM(Seq2SeqLM):
     """T5's encoder-decoder with its output layer: `logits` float32 [B, Td, V].
 
     `from_pretrained` reads a kbert folder or Hugging Face's (`t5-small`,
     `google/t5-v1_1-base`, a Hub name) and, where the folder has `spiece.model`, the
-    tokenizer (`self.tokenizer`), which `generate` needs for strings.
+    tokenizer (`self.tokenizer`), which `generate` needs for strings. The shared parts
+    (teacher forcing's `shift_right`, the generation protocol, `generate`, folders) are
+    `kbert.models.seq2seq.Seq2SeqLM`'s.
     """
 
     family = "t5"
     checkpoints = "kbert.models.t5.checkpoints"
+    tokenizer_class = "kbert.tokenizers.t5:T5Tokenizer"
 
     def __init__(self, config: T5Config | dict, dtype=None, **kwargs):
         if isinstance(config, dict):
@@ -130,8 +127,7 @@ class T5Seq2SeqLM(Quantizable, keras.Model, Pretrained):
             c.vocab_size, use_bias=False,
             kernel_initializer=keras.initializers.RandomNormal(stddev=factor),
             dtype=dtype, name="lm_head")
-        inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-                  for name in INPUTS}
+        inputs = self.model_inputs()
         encoded = encoder(token_embedding(inputs["encoder_token_ids"]),
                           inputs["encoder_padding_mask"])
         decoded = decoder(token_embedding(inputs["decoder_token_ids"]),
@@ -147,113 +143,13 @@ class T5Seq2SeqLM(Quantizable, keras.Model, Pretrained):
     def _logits(self, x):
         return _logits(self.config, self.token_embedding, self.lm_head, x)
 
-    # ------------------------------------------------------------------ helpers
-    def shift_right(self, token_ids):
-        """The decoder's input for targets [B, T] in teacher forcing: the start token,
-        then the targets but the last (as `transformers`' `_shift_right`; label -100
-        or -1 padding becomes the pad id)."""
-        ids = ops.cast(token_ids, "int32")
-        start = ops.full((ops.shape(ids)[0], 1), self.config.decoder_start_token_id, "int32")
-        shifted = ops.concatenate([start, ids[:, :-1]], axis=1)
-        return ops.where(shifted < 0, self.config.pad_token_id, shifted)
-
-    # ------------------------------------------------- generation protocol
-    # (kbert.models.generation: an encoder-decoder starts with `generation_start`,
-    # which runs the encoder once; the loop then feeds the decoder.)
-    is_encoder_decoder = True
-
-    @property
-    def end_token_id(self) -> int:
-        return self.config.end_token_id
-
     @property
     def max_positions(self) -> int:
         return 1 << 30  # relative positions: no table to run out of
 
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
-    def generation_start(self, token_ids, padding_mask, capacity):
-        """The encoder on the prompts [B, P] (any padding), the blocks' projected
-        encoder keys and values, an empty self-attention cache for the decoder's start
-        token and `capacity` new ones, and the start token's logits. Returns (logits
-        [B, V], cache, the decoder's prompt [B, 1])."""
-        rows = ops.shape(token_ids)[0]
-        encoded = self.encoder(self.token_embedding(token_ids), padding_mask)
-        cross = tuple(block.cross_attention.project_key_value(encoded)
-                      for block in self.decoder.blocks)
+    def decoder_cache_shape(self, rows, length):
         c = self.config
-        shape = (rows * c.num_heads, 1 + capacity, c.key_value_size)
-        self_cache = tuple((ops.zeros(shape, self.compute_dtype),
-                            ops.zeros(shape, self.compute_dtype))
-                           for _ in self.decoder.blocks)
-        cache = {"self": self_cache, "cross": cross,
-                 "encoder_mask": ops.cast(padding_mask, "int32")}
-        start = ops.full((rows, 1), c.decoder_start_token_id, "int32")
-        logits, cache = self.generation_step(start, None, None, cache, 0)
-        return logits, cache, start
-
-    def generation_step(self, token_ids, positions, key_mask, cache, index):
-        """(float32 logits [B, V] at the last of the decoder's `token_ids`, the updated
-        cache); `index` is the decoder position of the first (0: the start token)."""
-        x, self_cache = self.decoder.call_with_cache(
-            self.token_embedding(token_ids), cache["self"], index, cache["cross"],
-            cache["encoder_mask"])
-        return self._logits(x[:, -1]), dict(cache, self=self_cache)
-
-    def generate(self, texts, max_new_tokens: int = 32, sampler: str = "greedy",
-                 **options):
-        """Text to text: each input's output text (up to, without, `</s>`); a list
-        for a list. `options`: those of `GPTLanguageModel.generate` (temperature,
-        top_k, top_p, seed, num_beams, repetition_penalty, ...,
-        num_return_sequences)."""
-        from kbert.models import generation
-
-        return generation.seq2seq_text(self, texts, max_new_tokens, sampler=sampler,
-                                       **options)
-
-    def generate_ids(self, token_ids, padding_mask, max_new_tokens: int = 32,
-                     sampler: str = "greedy", **options):
-        """The output ids [B * num_return_sequences, max_new_tokens] for encoder inputs
-        [B, P] (after a row's `</s>`: `</s>` again)."""
-        from kbert.models import generation
-
-        return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
-                                       sampler=sampler, **options)
-
-    # ------------------------------------------------------------------ serialization
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
-
-    @classmethod
-    def from_config(cls, config):
-        from kbert.models.interface import dtype_from_config
-
-        config = dict(config)
-        dtype = dtype_from_config(config)
-        return cls(config.pop("config"), dtype=dtype, **config)
-
-    @classmethod
-    def from_pretrained(cls, path: str | os.PathLike, dtype=None, load_tokenizer=True,
-                        quantize: str | None = None, **config_overrides) -> "T5Seq2SeqLM":
-        """The model of a folder (`Pretrained.from_pretrained`), with its tokenizer
-        where the folder has `spiece.model`."""
-        path = hub.resolve(path)
-        model = super().from_pretrained(path, dtype=dtype, quantize=quantize,
-                                        **config_overrides)
-        if load_tokenizer:
-            from kbert.tokenizers.t5 import T5Tokenizer
-
-            if T5Tokenizer.folder_has_files(path):
-                model.tokenizer = T5Tokenizer.from_pretrained(path)
-        return model
-
-    def save_pretrained(self, path: str | os.PathLike, tokenizer=None,
-                        format: str = "kbert") -> None:  # noqa: A002
-        super().save_pretrained(path, tokenizer=tokenizer or self.tokenizer, format=format)
+        return (rows * c.num_heads, length, c.key_value_size)
 
 
 def _logits(config: T5Config, token_embedding, lm_head, x):

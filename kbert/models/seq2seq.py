@@ -1,0 +1,146 @@
+"""What T5's and BART's encoder-decoders share: teacher forcing's decoder input, the
+generation protocol's encoder-decoder start (`kbert.models.generation`), text to text,
+serialization and folders.
+
+A subclass is a functional Keras model over the four inputs (`INPUTS`) with
+`token_embedding`, `encoder` and `decoder` stacks (the decoder's `blocks` each with a
+`cross_attention` and the stack a `call_with_cache`), a `config` with
+`decoder_start_token_id`, `pad_token_id`, `end_token_id` and `vocab_size`, and:
+    _logits(x)              float32 logits of decoder states (the output layer)
+    decoder_prompt()        the ids the decoder starts from (its start token, and a
+                            forced first token where the model has one)
+    decoder_cache_shape(rows, length)
+                            the shape of each self-attention key / value cache
+    tokenizer_class         the tokenizer `from_pretrained` loads where the folder has
+                            its files (`folder_has_files`)
+"""
+
+from __future__ import annotations
+
+import os
+from typing import ClassVar
+
+import keras
+from keras import ops
+
+from kbert import hub
+from kbert.models.base import Pretrained, Quantizable
+
+INPUTS = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
+          "decoder_padding_mask")
+
+
+class Seq2SeqLM(Quantizable, keras.Model, Pretrained):
+    """The shared part of `T5Seq2SeqLM` and `BartSeq2SeqLM` (see the module docstring)."""
+
+    is_encoder_decoder = True
+    tokenizer_class: ClassVar[str] = ""  # "module:Class", imported when loading
+
+    @staticmethod
+    def model_inputs() -> dict:
+        return {name: keras.Input(shape=(None,), dtype="int32", name=name) for name in INPUTS}
+
+    def shift_right(self, token_ids):
+        """The decoder's input for targets [B, T] in teacher forcing: the start token,
+        then the targets but the last; label padding (< 0: -100, -1) becomes the pad id
+        (`transformers`' `_shift_right` / `shift_tokens_right`)."""
+        ids = ops.cast(token_ids, "int32")
+        start = ops.full((ops.shape(ids)[0], 1), self.config.decoder_start_token_id, "int32")
+        shifted = ops.concatenate([start, ids[:, :-1]], axis=1)
+        return ops.where(shifted < 0, self.config.pad_token_id, shifted)
+
+    # ------------------------------------------------- generation protocol
+    @property
+    def end_token_id(self) -> int:
+        return self.config.end_token_id
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    def decoder_prompt(self) -> list[int]:
+        return [self.config.decoder_start_token_id]
+
+    def generation_start(self, token_ids, padding_mask, capacity):
+        """The encoder on the prompts [B, P] (any padding) once, every decoder block's
+        projected encoder keys and values (read as they are at every step), an empty
+        self-attention cache for the decoder's prompt and `capacity` new tokens, and the
+        logits after the prompt. Returns (logits [B, V], cache, the decoder's prompt
+        [B, P'])."""
+        rows = ops.shape(token_ids)[0]
+        encoded = self.encoder(self.token_embedding(token_ids), padding_mask)
+        cross = tuple(block.cross_attention.project_key_value(encoded)
+                      for block in self.decoder.blocks)
+        prompt = self.decoder_prompt()
+        shape = self.decoder_cache_shape(rows, len(prompt) + capacity)
+        self_cache = tuple((ops.zeros(shape, self.compute_dtype),
+                            ops.zeros(shape, self.compute_dtype))
+                           for _ in self.decoder.blocks)
+        cache = {"self": self_cache, "cross": cross,
+                 "encoder_mask": ops.cast(padding_mask, "int32")}
+        start = ops.tile(ops.convert_to_tensor([prompt], "int32"), (rows, 1))
+        logits, cache = self.generation_step(start, None, None, cache, 0)
+        return logits, cache, start
+
+    def generation_step(self, token_ids, positions, key_mask, cache, index):
+        """(float32 logits [B, V] at the last of the decoder's `token_ids`, the updated
+        cache); `index` is the decoder position of the first (0: the start token)."""
+        x, self_cache = self.decoder.call_with_cache(
+            self.token_embedding(token_ids), cache["self"], index, cache["cross"],
+            cache["encoder_mask"])
+        return self._logits(x[:, -1]), dict(cache, self=self_cache)
+
+    def generate(self, texts, max_new_tokens: int = 32, sampler: str = "greedy",
+                 **options):
+        """Text to text: each input's output text (up to, without, `</s>`); a list for
+        a list. `options`: those of `GPTLanguageModel.generate` (temperature, top_k,
+        top_p, seed, num_beams, repetition_penalty, ..., num_return_sequences)."""
+        from kbert.models import generation
+
+        return generation.seq2seq_text(self, texts, max_new_tokens, sampler=sampler,
+                                       **options)
+
+    def generate_ids(self, token_ids, padding_mask, max_new_tokens: int = 32,
+                     sampler: str = "greedy", **options):
+        """The output ids [B * num_return_sequences, max_new_tokens] for encoder inputs
+        [B, P] (after a row's end token: the end token again; the decoder's prompt is
+        not among them)."""
+        from kbert.models import generation
+
+        return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
+                                       sampler=sampler, **options)
+
+    # ------------------------------------------------------------------ serialization
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name,
+                "trainable": self.trainable,
+                "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        from kbert.models.interface import dtype_from_config
+
+        config = dict(config)
+        dtype = dtype_from_config(config)
+        return cls(config.pop("config"), dtype=dtype, **config)
+
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, dtype=None, load_tokenizer=True,
+                        quantize: str | None = None, **config_overrides):
+        """The model of a folder (`Pretrained.from_pretrained`), with its tokenizer
+        (`self.tokenizer`) where the folder has the tokenizer's files."""
+        import importlib
+
+        path = hub.resolve(path)
+        model = super().from_pretrained(path, dtype=dtype, quantize=quantize,
+                                        **config_overrides)
+        if load_tokenizer:
+            module, name = cls.tokenizer_class.split(":")
+            tokenizer_class = getattr(importlib.import_module(module), name)
+            if tokenizer_class.folder_has_files(path):
+                model.tokenizer = tokenizer_class.from_pretrained(path)
+        return model
+
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None,
+                        format: str = "kbert") -> None:  # noqa: A002
+        super().save_pretrained(path, tokenizer=tokenizer or self.tokenizer, format=format)
