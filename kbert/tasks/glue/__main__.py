@@ -5,6 +5,8 @@ write test predictions for the GLUE server; or the same on your own CSV/JSON Lin
         --init_from uncased_L-12_H-768_A-12 --output_dir out/mrpc --do_predict
     python -m kbert.tasks.glue --train_file train.csv --validation_file dev.jsonl \\
         --test_file test.csv --init_from bert-base-uncased --output_dir out/mine
+    python -m kbert.tasks.glue --task rte --data_dir glue_data/RTE --init_from gpt2 \\
+        --shots 4 --output_dir out/rte-4shot        # GPT-3's few-shot prompting
 
 Flags follow the original run_classifier.py (max_seq_length 128, batch 32,
 learning rate 2e-5, 3 epochs). MNLI evaluates on dev matched and mismatched and, with
@@ -68,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
                             "unchanged: runs from one folder can share it in one SavedModel, "
                             "`python -m kbert.export --heads`)")
     model.add_argument("--model_dir", help="--task ax: the --output_dir of an MNLI run")
+    model.add_argument("--shots", type=int, default=None, metavar="K",
+                       help="no training: prompt the --init_from causal LM (GPT) with K "
+                            "solved training examples (0: zero-shot) and score each label's "
+                            "words, as GPT-3 (kbert.tasks.glue.prompting); prompts in "
+                            "OUTPUT_DIR/prompts.json")
     train = p.add_argument_group("training (run_classifier.py defaults)")
     add_training_flags(train, learning_rate=2e-5, epochs=3.0, output_dir="runs/glue",
                        export_help="also export a classifier SavedModel for TF Serving here",
@@ -121,6 +128,15 @@ def main(argv=None) -> int:
             raise UsageError(f"--lstm_units {args.lstm_units}: must be at least 1")
         if not args.lm_coef >= 0:
             raise UsageError(f"--lm_coef {args.lm_coef}: must be 0 or more")
+        if args.shots is not None:
+            if args.shots < 0:
+                raise UsageError(f"--shots {args.shots}: must be 0 (zero-shot) or more")
+            if not args.init_from:
+                raise UsageError("--shots: prompts a pretrained causal LM; give --init_from "
+                                 "(a GPT folder)")
+            if args.export_dir:
+                raise UsageError("--shots: nothing is trained, nothing to export; leave out "
+                                 "--export_dir")
 
     parser = _parser()
     add_cli_flags(parser)

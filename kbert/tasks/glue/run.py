@@ -205,6 +205,10 @@ def run(args) -> dict:
         test = {s: load_dataset(task, s, data_dir, tfds_dir) for s in _test_splits(task)} \
             if args.do_predict else {}
         ax_file = _ax_file(args) if task.name == "mnli" and args.do_predict else None
+    if getattr(args, "shots", None) is not None:  # prompting a causal LM, no training
+        from kbert.tasks.glue import prompting
+
+        return prompting.run(args, task, train, dev, test, write_submission)
     if not train:
         raise SystemExit(f"GLUE {task.name}: the training split is empty")
     logger.info("GLUE %s: %d training examples; %s", task.name, len(train),

@@ -1,0 +1,168 @@
+"""GLUE by prompting a causal LM, as GPT-2 and GPT-3 answer tasks (Radford et al., 2019;
+Brown et al., 2020): no weight changes; each example is written into a task template
+after k solved examples drawn from the training set (k = 0: zero-shot), and the label
+whose words the LM finds likeliest after the prompt is the prediction (GPT-3's method
+for multiple-choice and classification: the summed log-probability of each label's
+tokens, the label words tokenized after the prompt as one continuation).
+
+    python -m kbert.tasks.glue --task rte --data_dir glue_data/RTE --init_from gpt2 \\
+        --shots 4 --output_dir out/rte-4shot
+
+The templates (`TEMPLATES`) follow GPT-3's for RTE and its style elsewhere; your own
+data's is "{text}\\nLabel:" with each label name as its word. The prompts of the first
+examples, the templates and the drawn shots are written to OUTPUT_DIR/prompts.json.
+A prompt longer than the model's positions keeps its last tokens (the shots' start
+goes first), with a warning.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+
+import numpy as np
+import tensorflow as tf
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Template:
+    """`text`: the prompt of one example ({a}, {b}: its texts), followed by the label's
+    `words` (one per label, in the task's label order; a leading space, as the words
+    follow the prompt in running text). Shots are the same prompt with their label's
+    word, separated by `separator`."""
+
+    text: str
+    words: tuple
+
+    separator: str = "\n\n"
+
+    def prompt(self, a: str, b: str | None) -> str:
+        return self.text.format(a=a, b=b or "")
+
+
+TEMPLATES = {
+    "cola": Template("{a}\nQuestion: Is this sentence grammatical? Answer:", (" no", " yes")),
+    "sst2": Template("{a}\nSentiment:", (" negative", " positive")),
+    "mrpc": Template("Sentence 1: {a}\nSentence 2: {b}\nQuestion: Do both sentences mean "
+                     "the same thing? Answer:", (" no", " yes")),
+    "qqp": Template("Question 1: {a}\nQuestion 2: {b}\nQuestion: Do both questions ask the "
+                    "same thing? Answer:", (" no", " yes")),
+    # labels: contradiction, entailment, neutral
+    "mnli": Template("{a}\nQuestion: {b} True, False or Neither?\nAnswer:",
+                     (" False", " True", " Neither")),
+    "qnli": Template("Question: {a}\nSentence: {b}\nQuestion: Does the sentence answer the "
+                     "question? Answer:", (" yes", " no")),
+    "rte": Template("{a}\nQuestion: {b} True or False?\nAnswer:", (" True", " False")),
+    "wnli": Template("{a}\nQuestion: {b} True or False?\nAnswer:", (" False", " True")),
+}
+
+
+def template_for(task) -> Template:
+    """The task's template, or for your own data's labels "{text}\\nLabel:" (pairs:
+    "{a}\\n{b}\\nLabel:") with each label name as its word; regression (STS-B) has none."""
+    if task.is_regression:
+        raise ValueError(f"GLUE {task.name}: a regression task; prompting scores labels "
+                         "(give a classification task)")
+    if task.name in TEMPLATES:
+        return TEMPLATES[task.name]
+    text = "{a}\n{b}\nLabel:" if task.is_pair else "{a}\nLabel:"
+    return Template(text, tuple(f" {label}" for label in task.labels))
+
+
+def build_prompts(task, template: Template, examples, train, shots: int, seed: int):
+    """Each example's prompt: `shots` training examples (drawn per example, without
+    replacement, seeded by `seed` and the example's position) with their label words,
+    then the example's own prompt. Returns (prompts, the indices of the shots)."""
+    labels = list(task.labels)
+    prompts, drawn = [], []
+    for i, example in enumerate(examples):
+        rng = np.random.default_rng([seed, i])
+        picks = rng.choice(len(train), size=min(shots, len(train)), replace=False) \
+            if shots else np.array([], int)
+        parts = [template.prompt(train[j].text_a, train[j].text_b)
+                 + template.words[labels.index(train[j].label)] for j in picks]
+        parts.append(template.prompt(example.text_a, example.text_b))
+        prompts.append(template.separator.join(parts))
+        drawn.append([int(j) for j in picks])
+    return prompts, drawn
+
+
+def score_continuations(lm, tokenizer, prompts, continuations, batch_size: int = 16):
+    """float64 [len(prompts), len(continuations)]: log p(continuation | prompt) summed over
+    the continuation's tokens, under `lm` (a causal LM: `GPTLanguageModel`); a prompt
+    whose tokens and the longest continuation's exceed the model's positions keeps its
+    last tokens. Returns (scores, how many prompts were cut)."""
+    conts = [ids for ids in tokenizer.tokenize(list(continuations)).to_list()]
+    if any(not ids for ids in conts):
+        raise ValueError("a label word gives no tokens")
+    room = lm.max_positions - max(len(ids) for ids in conts)
+    contexts = tokenizer.tokenize(list(prompts)).to_list()
+    cut = sum(len(c) > room for c in contexts)
+    rows = [(c[-room:] if len(c) > room else c, k) for c in contexts for k in range(len(conts))]
+    scores = np.zeros(len(rows))
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        seqs = [context + conts[k] for context, k in chunk]
+        width = max(len(s) for s in seqs)
+        ids = np.zeros((len(seqs), width), np.int32)
+        mask = np.zeros((len(seqs), width), np.int32)
+        for r, s in enumerate(seqs):
+            ids[r, :len(s)], mask[r, :len(s)] = s, 1
+        logits = lm({"token_ids": ids, "padding_mask": mask})["logits"]
+        logprobs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1).numpy()
+        for r, (context, k) in enumerate(chunk):
+            n = len(context)
+            for t, token in enumerate(conts[k]):
+                scores[start + r] += logprobs[r, n + t - 1, token]
+    return scores.reshape(len(contexts), len(conts)), cut
+
+
+def run(args, task, train, dev: dict, test: dict, write_submission) -> dict:
+    """`--shots K`: the dev metrics of prompting the --init_from causal LM; test
+    predictions (`write_submission(path, task, examples, labels)`, the GLUE command's)
+    with --do_predict; OUTPUT_DIR/prompts.json and eval_results.json."""
+    from kbert.io import atomic_file
+    from kbert.models import registry
+    from kbert.tasks.glue.metrics import compute_metrics
+
+    family = registry.family_of_folder(args.init_from)
+    lm_class = family.language_model_class
+    if lm_class is None or getattr(lm_class, "is_encoder_decoder", False):
+        raise ValueError(f"--shots: prompts a causal language model (gpt); --init_from "
+                         f"{args.init_from} holds a {family.name} model")
+    lm = lm_class.from_pretrained(args.init_from)
+    tokenizer = lm.tokenizer
+    template = template_for(task)
+    if args.shots and not train:
+        raise ValueError("--shots: the training split is empty (the shots come from it)")
+    labels = list(task.labels)
+    results, record = {}, {"template": template.text, "words": list(template.words),
+                           "labels": labels, "shots": args.shots, "seed": args.seed}
+
+    def predict(examples, split):
+        prompts, drawn = build_prompts(task, template, examples, train, args.shots, args.seed)
+        scores, cut = score_continuations(lm, tokenizer, prompts, template.words,
+                                          args.predict_batch_size)
+        if cut:
+            logger.warning("%s: %d of %d prompts are longer than the model's %d positions "
+                           "and keep their last tokens", split, cut, len(prompts),
+                           lm.max_positions)
+        record[split] = {"first_prompts": prompts[:3], "shots_of_first": drawn[:3]}
+        return [labels[i] for i in scores.argmax(axis=1)]
+
+    for split, examples in dev.items():
+        predictions = predict(examples, split)
+        metrics = compute_metrics(task, predictions, [e.label for e in examples])
+        suffix = "" if split in ("dev", "dev_matched") else "_mm"
+        results.update({f"{k}{suffix}": v for k, v in metrics.items()})
+    for split, examples in test.items():
+        write_submission(os.path.join(args.output_dir, task.submission[split]), task,
+                         examples, predict(examples, split))
+    for name, value in (("eval_results.json", results), ("prompts.json", record)):
+        with atomic_file(os.path.join(args.output_dir, name)) as f:
+            json.dump(value, f, indent=2, ensure_ascii=False)
+    return results
