@@ -1,0 +1,137 @@
+"""Encoder-decoder benchmarks (T5, BART), kbert side by side with its peers in one
+process.
+
+Greedy generation (new tokens/s): `--new` tokens after a `--prompt`-token encoder input,
+at batch 1 and 8, for T5-small's and BART-base's sizes with random weights:
+`kbert.T5Seq2SeqLM` / `kbert.BartSeq2SeqLM` `generate_ids` (XLA, its default), keras-hub's
+`T5Seq2SeqLM` / `BartSeq2SeqLM` `generate` (token-id input, no preprocessor; its own
+random weights of the same config) and Hugging Face's PyTorch
+`T5ForConditionalGeneration` / `BartForConditionalGeneration` `generate`. kbert and
+Hugging Face run the same weights (kbert loads the Hugging Face folder). No run stops
+early (no end token for kbert and keras-hub, `min_new_tokens` for Hugging Face). Each
+library is called once before timing (tracing and compiling are not counted); rounds
+alternate between the libraries and the median round is reported (`_common`).
+
+Run: `python benchmarks/bench_seq2seq.py [--models t5,bart --new 32 --rounds 3]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import kbert  # noqa: E402
+from _common import median_seconds  # noqa: E402
+
+
+def _t5_peers():
+    """t5-small's size (6 + 6 layers x 512, 8 heads, ReLU, tied): transformers' model
+    with random weights, kbert's loaded from its folder, keras-hub's of the same
+    config."""
+    import keras_hub
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    hf = transformers.T5ForConditionalGeneration(transformers.T5Config(
+        vocab_size=32128, d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_heads=8,
+        feed_forward_proj="relu", decoder_start_token_id=0)).eval()
+    folder = tempfile.mkdtemp(prefix="bench-t5-")
+    hf.save_pretrained(folder)
+    lm = kbert.T5Seq2SeqLM.from_pretrained(folder, load_tokenizer=False)
+    hub = keras_hub.models.T5Seq2SeqLM(backbone=keras_hub.models.T5Backbone(
+        vocabulary_size=32128, num_layers=6, num_heads=8, hidden_dim=512,
+        intermediate_dim=2048, key_value_dim=64, activation="relu",
+        use_gated_activation=False, tie_embedding_weights=True), preprocessor=None)
+    return hf, lm, hub, 0
+
+
+def _bart_peers():
+    """bart-base's size (6 + 6 layers x 768, 12 heads, GELU)."""
+    import keras_hub
+    import torch
+    import transformers
+
+    torch.manual_seed(0)
+    hf = transformers.BartForConditionalGeneration(transformers.BartConfig(
+        vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6,
+        encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
+        decoder_ffn_dim=3072, forced_eos_token_id=None)).eval()
+    folder = tempfile.mkdtemp(prefix="bench-bart-")
+    hf.save_pretrained(folder)
+    lm = kbert.BartSeq2SeqLM.from_pretrained(folder, load_tokenizer=False)
+    hub = keras_hub.models.BartSeq2SeqLM(backbone=keras_hub.models.BartBackbone(
+        vocabulary_size=50265, num_layers=6, num_heads=12, hidden_dim=768,
+        intermediate_dim=3072, max_sequence_length=1024), preprocessor=None)
+    return hf, lm, hub, 2
+
+
+def bench_generate(peers, batch: int, prompt: int, new: int, rounds: int) -> dict:
+    import torch
+
+    hf, lm, hub, start = peers
+    hub.compile(sampler="greedy")
+    ids = np.random.RandomState(0).randint(3, 32000, (batch, prompt)).astype("int32")
+    mask = np.ones_like(ids)
+    decoder = np.zeros((batch, new + 1), "int32")
+    decoder[:, 0] = start
+    decoder_mask = np.zeros_like(decoder)
+    decoder_mask[:, 0] = 1
+    hub_inputs = {"encoder_token_ids": ids, "encoder_padding_mask": mask,
+                  "decoder_token_ids": decoder, "decoder_padding_mask": decoder_mask}
+    torch_ids = torch.tensor(ids, dtype=torch.long)
+
+    def run_kbert():
+        lm.generate_ids(ids, mask, new, end_token_id=None).numpy()
+
+    def run_hub():
+        hub.generate(hub_inputs, stop_token_ids=None)
+
+    def run_hf():
+        with torch.no_grad():
+            hf.generate(torch_ids, attention_mask=torch.ones_like(torch_ids),
+                        max_new_tokens=new, min_new_tokens=new, do_sample=False)
+
+    times = median_seconds({"kbert": run_kbert, "keras-hub": run_hub, "hf-torch": run_hf},
+                           rounds)
+    return {name: batch * new / t for name, t in times.items()}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="t5,bart")
+    p.add_argument("--prompt", type=int, default=32)
+    p.add_argument("--new", type=int, default=32)
+    p.add_argument("--batches", default="1,8")
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args(argv)
+    import keras_hub
+    import torch
+
+    print(f"# kbert {kbert.__version__}, TF {tf.__version__}, Keras {keras.__version__}, "
+          f"keras-hub {keras_hub.__version__}, torch {torch.__version__}, "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs")
+    for name in args.models.split(","):
+        peers = {"t5": _t5_peers, "bart": _bart_peers}[name]()
+        size = {"t5": "T5-small", "bart": "BART-base"}[name]
+        print(f"\n## Greedy generation, {size} size, {args.prompt}-token input, {args.new} "
+              f"new tokens (new tokens/s, median of {args.rounds})\n")
+        print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
+              "|---|---|---|---|---|---|")
+        for batch in map(int, args.batches.split(",")):
+            r = bench_generate(peers, batch, args.prompt, args.new, args.rounds)
+            print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | "
+                  f"{r['hf-torch']:.1f} | {r['kbert'] / r['keras-hub']:.2f} | "
+                  f"{r['kbert'] / r['hf-torch']:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
