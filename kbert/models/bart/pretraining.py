@@ -17,10 +17,14 @@ index: the same data every epoch and every run.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import tensorflow as tf
 
 from kbert.models.pretraining import PretrainRecipe, PretrainRun
+
+logger = logging.getLogger(__name__)
 
 
 def documents(lines, tokenizer, max_tokens: int) -> list[list[np.ndarray]]:
@@ -28,17 +32,20 @@ def documents(lines, tokenizer, max_tokens: int) -> list[list[np.ndarray]]:
     cut into pieces of whole sentences of at most `max_tokens` tokens (a longer
     sentence is cut alone)."""
     docs, current = [], []
-    for line in list(lines) + [""]:
+    lines = list(lines)
+    nonblank = [line for line in lines if line.strip()]
+    ids = iter(tokenizer.tokenize(nonblank).to_list() if nonblank else [])  # one call
+    for line in lines + [""]:
         if line.strip():
-            current.append(line)
+            current.append(np.asarray(next(ids), np.int32))
         elif current:
             docs.append(current)
             current = []
-    out = []
+    out, cut = [], 0
     for doc in docs:
-        ids = [np.asarray(s, np.int32) for s in tokenizer.tokenize(doc).to_list()]
         piece, size = [], 0
-        for sentence in ids:
+        for sentence in doc:
+            cut += len(sentence) > max_tokens
             sentence = sentence[:max_tokens]
             if piece and size + len(sentence) > max_tokens:
                 out.append(piece)
@@ -47,6 +54,9 @@ def documents(lines, tokenizer, max_tokens: int) -> list[list[np.ndarray]]:
             size += len(sentence)
         if piece:
             out.append(piece)
+    if cut:
+        logger.warning("%d sentence(s) longer than %d tokens (--max_seq_length less <s> and "
+                       "</s>) keep their first %d", cut, max_tokens, max_tokens)
     return out
 
 

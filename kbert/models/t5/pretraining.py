@@ -164,10 +164,10 @@ class T5Pretraining(PretrainRecipe):
         length = args.max_seq_length
         data = span_corruption_dataset(lines, tokenizer, length, args.train_batch_size,
                                        seed=args.seed)
-        examples = sum(1 for _ in span_corruption_dataset(lines, tokenizer, length, 1,
-                                                          seed=args.seed))
-        if examples == 0:
+        tokens = int(sum(tokenizer.tokenize(lines).row_lengths().numpy())) if lines else 0
+        if tokens == 0:
             raise ValueError("--text_file: no tokens")
+        examples = -(-tokens // span_corruption_lengths(length)[0])  # runs, the last shorter
         config = source.config
         if args.from_scratch and args.preset not in (None, "demo", "mini"):
             config = T5Config.preset(args.preset, vocab_size=config.vocab_size)
