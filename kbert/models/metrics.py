@@ -69,6 +69,15 @@ def total_loss(model, loss):
     return loss / replicas if replicas > 1 else loss
 
 
+def _global_sum(value):
+    """`value` summed over the replicas in sync (itself outside a replica context or on
+    one replica)."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
+
 def lm_loss() -> keras.losses.Loss:
     """Cross-entropy of the next token, averaged over real tokens (labels -1 out)."""
     return LMLoss()
@@ -81,7 +90,11 @@ class LMLoss(keras.losses.Loss):
     ignore_class=-1)`, without its pass over the whole [B, T, vocab] logits that zeroes
     the ignored rows (a select as large as the logits, forward and backward). Each
     token's loss is divided by the batch's real-token count, so the "sum" reduction
-    gives the mean (sample weights then weigh tokens within it)."""
+    gives the mean (sample weights then weigh tokens within it). Under a distribution
+    strategy the count is the real tokens of every replica's batch (an all-reduce), so
+    that the replicas' losses, which Keras sums, are the global batch's mean, and so are
+    their summed gradients (dividing by each replica's own count doubled both on two
+    replicas: the reported loss, and the gradient that Adam's normalization hid)."""
 
     def __init__(self, name="lm_loss", reduction="sum", **kwargs):
         super().__init__(name=name, reduction=reduction, **kwargs)
@@ -91,7 +104,7 @@ class LMLoss(keras.losses.Loss):
         valid = tf.cast(tf.not_equal(labels, IGNORED), tf.float32)
         nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=tf.maximum(labels, 0), logits=tf.cast(y_pred, tf.float32))
-        return nll * valid / tf.maximum(tf.reduce_sum(valid), 1.0)
+        return nll * valid / tf.maximum(_global_sum(tf.reduce_sum(valid)), 1.0)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
