@@ -110,7 +110,8 @@ def test_squad_and_ner_refuse_a_family_that_cannot_do_them(tmp_path, capsys, gpt
                            "gives character offsets (bert")
     assert line.endswith("; gpt runs glue, pretrain")
     line = _fails(squad_cli.main, ["--model", "xlnet", "--output_dir", str(out)], capsys, 2)
-    assert line == "error: --model xlnet: not a model family; choose from bert, elmo, gpt, roberta"
+    assert line == ("error: --model xlnet: not a model family; choose from bart, bert, elmo, "
+                    "gpt, roberta, t5")
     assert not out.exists()
 
 

@@ -188,6 +188,6 @@ def test_generate_export_refuses_a_folder_of_another_family(tmp_path):
     encoder.save_pretrained(tmp_path / "bert")
     from kbert.export.folder import export_from_folder
 
-    with pytest.raises(ValueError, match="--task generate needs a gpt folder"):
+    with pytest.raises(ValueError, match="--task generate needs a bart or gpt or t5 folder"):
         export_from_folder(str(tmp_path / "bert"), "generate", str(tmp_path / "x" / "1"))
     shutil.rmtree(tmp_path / "bert")
