@@ -54,3 +54,21 @@ class PretrainRecipe:
         built (a checkpoint restore builds it from the trainable variables)."""
         model(inputs)
         return model
+
+
+def seq2seq_run(args, runtime, optimizer, model_class, config, data, examples: int,
+                tokenizer) -> PretrainRun:
+    """What T5's and BART's recipes share once their data is made: the model (new with
+    `config` under --from_scratch, else the --init_from folder's), built and compiled
+    with `lm_loss` and `Perplexity` on `{"logits": targets}`, and the run saving it with
+    `tokenizer`."""
+    from kbert.models.metrics import Perplexity, lm_loss
+
+    def make():
+        if args.from_scratch:
+            return PretrainRecipe.built(model_class(config), next(iter(data))[0])
+        return model_class.from_pretrained(args.init_from)
+
+    model = runtime.build(make, optimizer, {"logits": lm_loss()}, {"logits": [Perplexity()]})
+    return PretrainRun(model, data, examples, float(args.max_seq_length),
+                       lambda folder: model.save_pretrained(folder, tokenizer=tokenizer))

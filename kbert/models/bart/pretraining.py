@@ -22,7 +22,7 @@ import logging
 import numpy as np
 import tensorflow as tf
 
-from kbert.models.pretraining import PretrainRecipe, PretrainRun
+from kbert.models.pretraining import PretrainRecipe, PretrainRun, seq2seq_run
 
 logger = logging.getLogger(__name__)
 
@@ -165,7 +165,6 @@ class BartPretraining(PretrainRecipe):
         import dataclasses
 
         from kbert.models.bart import BartConfig, BartSeq2SeqLM
-        from kbert.models.metrics import Perplexity, lm_loss
 
         source = BartSeq2SeqLM.from_pretrained(args.init_from)
         tokenizer = source.tokenizer
@@ -186,15 +185,8 @@ class BartPretraining(PretrainRecipe):
                                  args.train_batch_size, config.decoder_start_token_id,
                                  seed=args.seed)
 
-        def make():
-            if args.from_scratch:
-                return self.built(BartSeq2SeqLM(config), next(iter(data))[0])
-            return BartSeq2SeqLM.from_pretrained(args.init_from)
-
-        model = runtime.build(make, optimizer, {"logits": lm_loss()},
-                              {"logits": [Perplexity()]})
-        return PretrainRun(model, data, len(docs), float(args.max_seq_length),
-                           lambda folder: model.save_pretrained(folder, tokenizer=tokenizer))
+        return seq2seq_run(args, runtime, optimizer, BartSeq2SeqLM, config, data, len(docs),
+                           tokenizer)
 
 
 pretrain = BartPretraining()

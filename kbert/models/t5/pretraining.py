@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from kbert.models.pretraining import PretrainRecipe, PretrainRun
+from kbert.models.pretraining import PretrainRecipe, PretrainRun, seq2seq_run
 
 
 def _counts(length, noise_density: float, mean_noise_span_length: float):
@@ -153,7 +153,6 @@ class T5Pretraining(PretrainRecipe):
     def build(self, args, runtime, texts, optimizer) -> PretrainRun:
         import dataclasses
 
-        from kbert.models.metrics import Perplexity, lm_loss
         from kbert.models.t5 import T5Config, T5Seq2SeqLM
 
         source = T5Seq2SeqLM.from_pretrained(args.init_from)
@@ -175,16 +174,8 @@ class T5Pretraining(PretrainRecipe):
             config = dataclasses.replace(T5Config.preset("tiny"),
                                          vocab_size=config.vocab_size, hidden_size=64,
                                          intermediate_size=128, key_value_size=16)
-
-        def make():
-            if args.from_scratch:
-                return self.built(T5Seq2SeqLM(config), next(iter(data))[0])
-            return T5Seq2SeqLM.from_pretrained(args.init_from)
-
-        model = runtime.build(make, optimizer, {"logits": lm_loss()},
-                              {"logits": [Perplexity()]})
-        return PretrainRun(model, data.repeat(), examples, float(length),
-                           lambda folder: model.save_pretrained(folder, tokenizer=tokenizer))
+        return seq2seq_run(args, runtime, optimizer, T5Seq2SeqLM, config, data.repeat(),
+                           examples, tokenizer)
 
 
 pretrain = T5Pretraining()
