@@ -212,19 +212,65 @@ def test_save_round_trip_and_transformers_layout(folder, tmp_path):
         == lm.tokenizer.encoder_ids(["a b"]).to_list()[0]
 
 
-def test_task_commands_refuse_bart_with_one_line(folder, tmp_path, capsys):
-    """BART's GLUE head and generation tasks are not built yet: one line, no work."""
+def test_glue_head_equals_bart_for_sequence_classification(folder):
+    """The family's GLUE head is `BartForSequenceClassification`'s: the input into the
+    encoder and, shifted right, the decoder; `BartClassificationHead` on the decoder's
+    state at the final `</s>`. With kbert's head weights copied into transformers' model
+    (built on the same folder), the logits agree on a padded batch of pairs."""
+    from kbert.tasks.glue import get_task
+
+    _, root, lm = folder
+    model = registry.get_family("bart").hook("glue_model")(lm, get_task("mnli"), None, {})
+    head = model.get_layer("classifier")
+    ref = transformers.BartForSequenceClassification.from_pretrained(
+        root / "lm", num_labels=3).eval()
+    with torch.no_grad():
+        for mine, theirs in ((head.dense, ref.classification_head.dense),
+                             (head.out_proj, ref.classification_head.out_proj)):
+            theirs.weight.copy_(torch.tensor(mine.kernel.numpy().T))
+            theirs.bias.copy_(torch.tensor(mine.bias.numpy()))
+    x = lm.tokenizer(["The cat sat.", "héllo 😀", "a"],
+                     ["A cat was sitting on the mat today.", "there", "b c d"], seq_length=20)
+    ids, mask = x["token_ids"].numpy(), x["padding_mask"].numpy()
+    assert len(set(mask.sum(1))) == 3  # padded differently
+    with torch.no_grad():
+        want = ref(input_ids=torch.tensor(ids, dtype=torch.long),
+                   attention_mask=torch.tensor(mask)).logits.numpy()
+    got = model({"token_ids": ids, "padding_mask": mask})["logits"].numpy()
+    np.testing.assert_allclose(got, want, atol=1e-4 * np.abs(want).max(), rtol=0)
+
+
+@pytest.mark.e2e
+@pytest.mark.subprocess
+def test_glue_command_and_classifier_export_from_a_bart_folder(folder, tmp_path):
+    """`python -m kbert.tasks.glue --init_from <bart folder>` on MRPC files (GLUE's own,
+    byte-order mark included) with its classifier export: the task folder reloads, and
+    the SavedModel, run by TF Serving's C++ loader and in a fresh process, answers the
+    reloaded model's probabilities."""
+    from glue_fixtures import write_task
+
+    from kbert.export.check import run_fresh
+    from kbert.export.folder import load_task_folder
     from kbert.tasks.glue import __main__ as cli
 
     _, root, _ = folder
-    csv = tmp_path / "train.csv"
-    csv.write_text("sentence,label\ngood,1\nbad,0\n")
-    with pytest.raises(SystemExit) as exit_:
-        cli.main(["--init_from", str(root / "lm"), "--output_dir", str(tmp_path / "out"),
-                  "--train_file", str(csv), "--validation_file", str(csv)])
-    assert exit_.value.code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "holds a bart model: kbert runs glue on" in err[0], err
+    data = write_task(str(tmp_path), "mrpc", {"train.tsv": 24, "dev.tsv": 8, "test.tsv": 4})
+    out, export = tmp_path / "out", tmp_path / "serving" / "mrpc" / "1"
+    assert cli.main(["--task", "mrpc", "--init_from", str(root / "lm"), "--data_dir", data,
+                     "--output_dir", str(out), "--max_seq_length", "24",
+                     "--num_train_epochs", "1", "--train_batch_size", "8",
+                     "--learning_rate", "1e-4", "--export_dir", str(export)]) == 0
+    results = json.loads((out / "eval_results.json").read_text())
+    assert set(results) >= {"accuracy", "f1"} and 0 <= results["accuracy"] <= 1
+    assert json.loads((out / "kbert_task.json").read_text())["family"] == "bart"
+    _, model, tokenizer, _ = load_task_folder(str(out))
+    pairs = [("The cat sat.", "A cat was sitting."), ("héllo 😀", "<mask> there")]
+    fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
+                                     "text_b": [b for _, b in pairs]}])
+    served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
+    x = tokenizer([a for a, _ in pairs], [b for _, b in pairs], seq_length=24)
+    want = torch.softmax(torch.tensor(model(x)["logits"].numpy()), -1).numpy()
+    np.testing.assert_allclose(served, want, atol=1e-5)
 
 
 # ------------------------------------------------------------------ denoising

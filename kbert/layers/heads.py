@@ -53,6 +53,65 @@ class ClassifierHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
+class TanhClassifierHead(keras.layers.Layer):
+    """Dropout, a dense layer with tanh, dropout, and the output layer (float32
+    outputs): `RobertaClassificationHead` (on the `<s>` state of the sequence output,
+    not a pooler) and `BartClassificationHead` (on the decoder's state at the final
+    `</s>`). Weights `dense` and `out_proj`, as theirs."""
+
+    def __init__(self, num_outputs: int, hidden_size: int, dropout: float = 0.1,
+                 initializer_range: float = 0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.num_outputs, self.hidden_size = int(num_outputs), int(hidden_size)
+        self.rate, self.initializer_range = float(dropout), initializer_range
+        init = truncated_normal(initializer_range)
+        self.dropout = keras.layers.Dropout(self.rate)
+        self.dense = keras.layers.Dense(self.hidden_size, activation="tanh",
+                                        kernel_initializer=init, name="dense")
+        self.out_proj = keras.layers.Dense(self.num_outputs, kernel_initializer=init,
+                                           dtype="float32", name="out_proj")
+
+    def build(self, input_shape):
+        self.dense.build(input_shape)
+        self.out_proj.build(tuple(input_shape[:-1]) + (self.hidden_size,))
+        self.built = True
+
+    def call(self, state, training=None):
+        x = self.dense(self.dropout(state, training=training))
+        return self.out_proj(self.dropout(x, training=training))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.num_outputs,)
+
+    def get_config(self):
+        return {**super().get_config(), "num_outputs": self.num_outputs,
+                "hidden_size": self.hidden_size, "dropout": self.rate,
+                "initializer_range": self.initializer_range}
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class LastTokenState(keras.layers.Layer):
+    """[B, T, H] states and the [B, T] padding mask -> [B, H], each row's state at its
+    last real position (right or left padding): the only position of a decoder that
+    has seen the whole input (the GPT paper's extract token)."""
+
+    def call(self, sequence_output, padding_mask):
+        mask = ops.cast(padding_mask, "int32")
+        positions = ops.cumsum(ops.ones_like(mask), axis=1) - 1  # 0 .. T-1
+        index = ops.max(positions * mask, axis=1)  # the largest real position, (B,)
+        return ops.take_along_axis(sequence_output, index[:, None, None], axis=1)[:, 0]
+
+    def compute_output_spec(self, sequence_output, padding_mask):
+        shape = sequence_output.shape
+        return keras.KerasTensor((shape[0], shape[2]), dtype=sequence_output.dtype)
+
+
+def last_token_state(sequence_output, padding_mask):
+    """`LastTokenState` as a function (eager or symbolic inputs)."""
+    return LastTokenState()(sequence_output, padding_mask)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
 class SpanHead(keras.layers.Layer):
     """One dense layer to two logits per token: the S and E vectors of the BERT paper
     (section 4.2); P(start = i) = softmax_i(S . T_i). Logits are float32.

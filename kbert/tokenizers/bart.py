@@ -13,8 +13,8 @@ from kbert.tokenizers.roberta import RobertaTokenizer
 
 class BartTokenizer(RobertaTokenizer):
     family = "bart"
-    tasks = frozenset({"pretrain"})  # BART's GLUE head and generation tasks: not yet (#32)
-    exports = frozenset({"generate"})
+    tasks = frozenset({"glue", "pretrain"})
+    exports = frozenset({"classifier", "generate"})
 
     @staticmethod
     def folder_has_files(path) -> bool:

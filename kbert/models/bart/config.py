@@ -37,6 +37,7 @@ class BartConfig(ModelConfig):
     dropout: float = 0.1
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
+    classifier_dropout: float = 0.0
     max_position_embeddings: int = 1024
     initializer_range: float = 0.02
     scale_embedding: bool = False
@@ -94,6 +95,7 @@ class BartConfig(ModelConfig):
                    hidden_act=_ACTIVATIONS[act], dropout=float(d.get("dropout", 0.1)),
                    attention_dropout=float(d.get("attention_dropout", 0.0)),
                    activation_dropout=float(d.get("activation_dropout", 0.0)),
+                   classifier_dropout=float(d.get("classifier_dropout") or 0.0),
                    max_position_embeddings=int(d.get("max_position_embeddings", 1024)),
                    initializer_range=float(d.get("init_std", 0.02)),
                    scale_embedding=bool(d.get("scale_embedding", False)),
@@ -116,6 +118,7 @@ class BartConfig(ModelConfig):
                 "activation_function": act, "dropout": self.dropout,
                 "attention_dropout": self.attention_dropout,
                 "activation_dropout": self.activation_dropout,
+                "classifier_dropout": self.classifier_dropout,
                 "max_position_embeddings": self.max_position_embeddings,
                 "init_std": self.initializer_range, "scale_embedding": self.scale_embedding,
                 "pad_token_id": self.pad_token_id, "bos_token_id": self.start_token_id,

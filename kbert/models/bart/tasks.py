@@ -1,3 +1,58 @@
-"""BART's registry hooks (`Family.hooks` of "bart"): its pretraining recipe."""
+"""BART's registry hooks (`Family.hooks` of "bart"): the GLUE head of
+`BartForSequenceClassification` and the pretraining recipe."""
 
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from kbert.layers.heads import TanhClassifierHead, last_token_state
 from kbert.models.bart.pretraining import pretrain  # noqa: F401 (the pretrain hook)
+
+
+@keras.saving.register_keras_serializable(package="kbert")
+class DecoderInputs(keras.layers.Layer):
+    """The decoder's input in BART's classification: the encoder's tokens shifted right
+    behind the decoder start (`</s>`), as `shift_tokens_right`; its padding mask the
+    encoder's, shifted the same way."""
+
+    def __init__(self, start_id: int, pad_id: int, **kwargs):
+        super().__init__(**kwargs)
+        self.start_id, self.pad_id = int(start_id), int(pad_id)
+
+    def call(self, token_ids, padding_mask):
+        ids, mask = ops.cast(token_ids, "int32"), ops.cast(padding_mask, "int32")
+        rows = ops.shape(ids)[0]
+        ids = ops.concatenate([ops.full((rows, 1), self.start_id, "int32"), ids[:, :-1]], 1)
+        mask = ops.concatenate([ops.ones((rows, 1), "int32"), mask[:, :-1]], 1)
+        return ids, mask
+
+    def compute_output_spec(self, token_ids, padding_mask):
+        spec = keras.KerasTensor(token_ids.shape, dtype="int32")
+        return spec, keras.KerasTensor(token_ids.shape, dtype="int32")
+
+    def get_config(self):
+        return {**super().get_config(), "start_id": self.start_id, "pad_id": self.pad_id}
+
+
+def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
+    """`BartForSequenceClassification`'s model on a `BartSeq2SeqLM` (its layers, shared):
+    the input to the encoder and, shifted right, to the decoder; the head
+    (`BartClassificationHead`: dense + tanh, out_proj) on the decoder's state at each
+    row's final `</s>` (its last real position). The output layer is not used."""
+    lm, c = encoder, encoder.config
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+              for name in ("token_ids", "padding_mask")}
+    ids, mask = inputs["token_ids"], inputs["padding_mask"]
+    encoded = lm.encoder(lm.token_embedding(ids), mask)
+    decoder_ids, decoder_mask = DecoderInputs(c.decoder_start_token_id, c.pad_token_id,
+                                              name="decoder_inputs")(ids, mask)
+    decoded = lm.decoder(lm.token_embedding(decoder_ids), decoder_mask, encoded, mask)
+    head = TanhClassifierHead(1 if task.is_regression else task.num_labels, c.hidden_size,
+                              c.classifier_dropout, c.initializer_range, name="classifier")
+    out = head(last_token_state(decoded, mask))  # the final </s>
+    if task.is_regression:
+        return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
+                           name="bart_regressor")
+    return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
+                       name="bart_classifier")

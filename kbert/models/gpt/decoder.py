@@ -10,6 +10,7 @@ from keras import ops
 
 from kbert import hub
 from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
+from kbert.layers.heads import last_token_state
 from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
@@ -178,28 +179,6 @@ class GPTDecoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
         return cls(config.pop("config"), dtype=dtype, **config)
 
     # ------------------------------------------------------------------ checkpoints
-
-
-@keras.saving.register_keras_serializable(package="kbert")
-class LastTokenState(keras.layers.Layer):
-    """[B, T, H] states and the [B, T] padding mask -> [B, H], each row's state at its
-    last real position (right or left padding): the only position of a decoder that
-    has seen the whole input (the GPT paper's extract token)."""
-
-    def call(self, sequence_output, padding_mask):
-        mask = ops.cast(padding_mask, "int32")
-        positions = ops.cumsum(ops.ones_like(mask), axis=1) - 1  # 0 .. T-1
-        index = ops.max(positions * mask, axis=1)  # the largest real position, (B,)
-        return ops.take_along_axis(sequence_output, index[:, None, None], axis=1)[:, 0]
-
-    def compute_output_spec(self, sequence_output, padding_mask):
-        shape = sequence_output.shape
-        return keras.KerasTensor((shape[0], shape[2]), dtype=sequence_output.dtype)
-
-
-def last_token_state(sequence_output, padding_mask):
-    """`LastTokenState` as a function (eager or symbolic inputs)."""
-    return LastTokenState()(sequence_output, padding_mask)
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -14,8 +14,7 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from kbert.models.gpt.decoder import last_token_state
-from kbert.layers.heads import ClassifierHead
+from kbert.layers.heads import ClassifierHead, last_token_state
 
 LM_WEIGHT = 0.5  # lambda of the paper's L3 = L2 + lambda * L1
 
