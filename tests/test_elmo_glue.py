@@ -89,7 +89,7 @@ def test_glue_command_learns_the_similarity_task_with_elmo(bilm_folder, tmp_path
 
 @pytest.mark.e2e
 def test_single_sentence_task_runs_and_predicts(bilm_folder, tmp_path):
-    folder = write_task(str(tmp_path), "sst2", {"train": 40, "dev": 10, "test": 7})
+    folder = write_task(str(tmp_path), "sst2", {"train.tsv": 40, "dev.tsv": 10, "test.tsv": 7})
     out = tmp_path / "out"
     assert cli.main(["--task", "sst2", "--model", "elmo", "--init_from", str(bilm_folder),
                      "--data_dir", folder, "--output_dir", str(out), "--max_seq_length", "6",

@@ -71,7 +71,7 @@ def test_label_scores_equal_transformers(gpt_folder):
 
 def test_shots_are_drawn_from_train_with_their_label_words(tmp_path):
     task = get_task("rte")
-    data = write_task(str(tmp_path), "rte", n={"train": 12, "dev": 5})
+    data = write_task(str(tmp_path), "rte", n={"train.tsv": 12, "dev.tsv": 5})
     train, dev = load_dataset(task, "train", data), load_dataset(task, "dev", data)
     template = prompting.template_for(task)
     prompts, drawn = prompting.build_prompts(task, template, dev, train, shots=3, seed=7)
@@ -94,7 +94,7 @@ def test_shots_are_drawn_from_train_with_their_label_words(tmp_path):
 def test_command_scores_as_transformers(gpt_folder, tmp_path, shots):
     from kbert.tasks.glue import __main__ as cli
 
-    data = write_task(str(tmp_path), "sst2", n={"train": 20, "dev": 12, "test": 4})
+    data = write_task(str(tmp_path), "sst2", n={"train.tsv": 20, "dev.tsv": 12, "test.tsv": 4})
     out = tmp_path / "out"
     assert cli.main(["--task", "sst2", "--data_dir", data, "--init_from", str(gpt_folder),
                      "--shots", str(shots), "--output_dir", str(out), "--do_predict",
@@ -118,7 +118,7 @@ def test_command_scores_as_transformers(gpt_folder, tmp_path, shots):
 def test_command_refusals_are_one_line(gpt_folder, tmp_path, capsys):
     from kbert.tasks.glue import __main__ as cli
 
-    data = write_task(str(tmp_path), "stsb", n={"train": 4, "dev": 4})
+    data = write_task(str(tmp_path), "stsb", n={"train.tsv": 4, "dev.tsv": 4})
     for argv, message in (
             (["--shots", "-1"], "--shots -1: must be 0 (zero-shot) or more"),
             (["--shots", "2", "--task", "stsb", "--data_dir", data], "regression task")):

@@ -241,7 +241,7 @@ def test_glue_command_and_classifier_export_from_a_roberta_folder(folders, tmp_p
     from kbert.export.folder import load_task_folder
     from kbert.tasks.glue import __main__ as cli
 
-    data = write_task(str(tmp_path), "mrpc", {"train": 24, "dev": 8, "test": 4})
+    data = write_task(str(tmp_path), "mrpc", {"train.tsv": 24, "dev.tsv": 8, "test.tsv": 4})
     out, export = tmp_path / "out", tmp_path / "serving" / "mrpc" / "1"
     assert cli.main(["--task", "mrpc", "--init_from", folders["model"], "--data_dir", data,
                      "--output_dir", str(out), "--max_seq_length", "24",
