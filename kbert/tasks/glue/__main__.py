@@ -119,8 +119,19 @@ def main(argv=None) -> int:
         pair = get_task(args.task).is_pair if args.task else bool(args.text_pair_column)
         check_training_flags(args, pair=pair, task="glue")
         check_export_dir(args.export_dir, args.overwrite)
+        from kbert.tasks.text_to_text import is_text_to_text
+
+        text_to_text = is_text_to_text(args.init_from)
         if args.export_dir:
-            check_export_support(args, "classifier")
+            check_export_support(args, "generate" if text_to_text else "classifier")
+        if text_to_text:
+            for flag, on in (("freeze_encoder", args.freeze_encoder),
+                             ("lora_rank", args.lora_rank),
+                             ("eval_strategy", args.eval_strategy != "no")):
+                if on:
+                    raise UsageError(f"--{flag}: not for text-to-text fine-tuning (--init_from "
+                                     f"{args.init_from}: the whole encoder-decoder trains, "
+                                     "evaluated once at the end)")
         if args.freeze_encoder and not args.init_from:
             raise UsageError("--freeze_encoder: keeps the --init_from encoder as it is; give "
                              "--init_from")

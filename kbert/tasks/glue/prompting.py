@@ -13,6 +13,11 @@ data's is "{text}\\nLabel:" with each label name as its word. The prompts of the
 examples, the templates and the drawn shots are written to OUTPUT_DIR/prompts.json.
 A prompt longer than the model's positions keeps its last tokens (the shots' start
 goes first), with a warning.
+
+A text-to-text model (T5) is prompted in its own task format instead (the family's
+`glue_text` / `glue_target` hooks: "sst2 sentence: ..." and the label's name): each
+label's target scored by the decoder after the encoder has read the shots and the
+example (`score_targets`); the input is cut to --max_seq_length, keeping its end.
 """
 
 from __future__ import annotations
@@ -59,6 +64,37 @@ TEMPLATES = {
     "rte": Template("{a}\nQuestion: {b} True or False?\nAnswer:", (" True", " False")),
     "wnli": Template("{a}\nQuestion: {b} True or False?\nAnswer:", (" False", " True")),
 }
+
+
+@dataclasses.dataclass(frozen=True)
+class TextToTextTemplate:
+    """An encoder-decoder family's own task format (T5's task prefixes: its
+    `glue_text` / `glue_target` hooks) as a template: the prompt is the example's input
+    text, each label's word its target text; shots go before the example in the same
+    input, each followed by its target, separated by a space."""
+
+    task: object
+    text_hook: object
+    words: tuple
+    separator: str = " "
+
+    @property
+    def text(self) -> str:
+        return self.text_hook(self.task, "{a}", "{b}" if self.task.is_pair else None)
+
+    def prompt(self, a: str, b: str | None) -> str:
+        return self.text_hook(self.task, a, b)
+
+
+def text_to_text_template(task, family) -> TextToTextTemplate:
+    """The template of `family`'s text-to-text hooks (T5: "sst2 sentence: {a}",
+    words "negative", "positive")."""
+    if task.is_regression:
+        raise ValueError(f"GLUE {task.name}: a regression task; prompting scores labels "
+                         "(give a classification task)")
+    target = family.hook("glue_target")
+    return TextToTextTemplate(task, family.hook("glue_text"),
+                              tuple(target(task, label) for label in task.labels))
 
 
 def template_for(task) -> Template:
@@ -121,6 +157,40 @@ def score_continuations(lm, tokenizer, prompts, continuations, batch_size: int =
     return scores.reshape(len(contexts), len(conts)), cut
 
 
+def score_targets(lm, tokenizer, prompts, targets, input_length: int,
+                  batch_size: int = 16):
+    """An encoder-decoder's (T5's) scores: float64 [len(prompts), len(targets)], log
+    p(target | prompt) summed over the target's tokens and its end token (the whole
+    target text, as T5's rank classification scores it). The encoder reads each
+    prompt's `encoder_ids` (the text and `</s>`); one longer than `input_length` keeps
+    its last tokens. Returns (scores, how many prompts were cut)."""
+    conts = tokenizer.encoder_ids(tf.constant(list(targets))).to_list()
+    contexts = tokenizer.encoder_ids(tf.constant(list(prompts))).to_list()
+    cut = sum(len(c) > input_length for c in contexts)
+    contexts = [c[-input_length:] for c in contexts]
+    rows = [(c, k) for c in contexts for k in range(len(conts))]
+    scores = np.zeros(len(rows))
+    start_id = lm.decoder_prompt()[0]
+    for start in range(0, len(rows), batch_size):
+        chunk = rows[start:start + batch_size]
+        enc_w = max(len(c) for c, _ in chunk)
+        dec_w = max(len(conts[k]) for _, k in chunk)
+        enc = np.full((len(chunk), enc_w), tokenizer.pad_id, np.int32)
+        enc_mask = np.zeros_like(enc)
+        dec = np.full((len(chunk), dec_w), tokenizer.pad_id, np.int32)
+        dec_mask = np.zeros_like(dec)
+        for r, (context, k) in enumerate(chunk):
+            enc[r, :len(context)], enc_mask[r, :len(context)] = context, 1
+            shifted = [start_id] + conts[k][:-1]
+            dec[r, :len(shifted)], dec_mask[r, :len(shifted)] = shifted, 1
+        logits = lm({"encoder_token_ids": enc, "encoder_padding_mask": enc_mask,
+                     "decoder_token_ids": dec, "decoder_padding_mask": dec_mask})["logits"]
+        logprobs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1).numpy()
+        for r, (_, k) in enumerate(chunk):
+            scores[start + r] = sum(logprobs[r, t, token] for t, token in enumerate(conts[k]))
+    return scores.reshape(len(contexts), len(conts)), cut
+
+
 def run(args, task, train, dev: dict, test: dict, write_submission) -> dict:
     """`--shots K`: the dev metrics of prompting the --init_from causal LM; test
     predictions (`write_submission(path, task, examples, labels)`, the GLUE command's)
@@ -131,12 +201,15 @@ def run(args, task, train, dev: dict, test: dict, write_submission) -> dict:
 
     family = registry.family_of_folder(args.init_from)
     lm_class = family.language_model_class
-    if lm_class is None or getattr(lm_class, "is_encoder_decoder", False):
-        raise ValueError(f"--shots: prompts a causal language model (gpt); --init_from "
-                         f"{args.init_from} holds a {family.name} model")
+    text_to_text = family.hook("glue_text") is not None  # T5: its task prefixes
+    if lm_class is None or (getattr(lm_class, "is_encoder_decoder", False)
+                            and not text_to_text):
+        raise ValueError(f"--shots: prompts a causal language model (gpt) or a "
+                         f"text-to-text one (t5); --init_from {args.init_from} holds a "
+                         f"{family.name} model")
     lm = lm_class.from_pretrained(args.init_from)
     tokenizer = lm.tokenizer
-    template = template_for(task)
+    template = text_to_text_template(task, family) if text_to_text else template_for(task)
     if args.shots and not train:
         raise ValueError("--shots: the training split is empty (the shots come from it)")
     labels = list(task.labels)
@@ -145,12 +218,17 @@ def run(args, task, train, dev: dict, test: dict, write_submission) -> dict:
 
     def predict(examples, split):
         prompts, drawn = build_prompts(task, template, examples, train, args.shots, args.seed)
-        scores, cut = score_continuations(lm, tokenizer, prompts, template.words,
-                                          args.predict_batch_size)
+        if text_to_text:
+            scores, cut = score_targets(lm, tokenizer, prompts, template.words,
+                                        args.max_seq_length, args.predict_batch_size)
+            limit = f"--max_seq_length={args.max_seq_length} tokens"
+        else:
+            scores, cut = score_continuations(lm, tokenizer, prompts, template.words,
+                                              args.predict_batch_size)
+            limit = f"the model's {lm.max_positions} positions"
         if cut:
-            logger.warning("%s: %d of %d prompts are longer than the model's %d positions "
-                           "and keep their last tokens", split, cut, len(prompts),
-                           lm.max_positions)
+            logger.warning("%s: %d of %d prompts are longer than %s and keep their last "
+                           "tokens", split, cut, len(prompts), limit)
         record[split] = {"first_prompts": prompts[:3], "shots_of_first": drawn[:3]}
         return [labels[i] for i in scores.argmax(axis=1)]
 

@@ -209,6 +209,14 @@ def run(args) -> dict:
         from kbert.tasks.glue import prompting
 
         return prompting.run(args, task, train, dev, test, write_submission)
+    from kbert.tasks import text_to_text
+
+    if text_to_text.is_text_to_text(args.init_from):  # T5: labels as words, decoded
+        if ax_file:
+            from kbert.tasks.glue.data import read_tsv
+
+            test = {**test, "ax": read_tsv(get_task("ax"), ax_file, "test")}
+        return text_to_text.run_glue(args, task, train, dev, test, write_submission)
     if not train:
         raise SystemExit(f"GLUE {task.name}: the training split is empty")
     logger.info("GLUE %s: %d training examples; %s", task.name, len(train),

@@ -162,6 +162,15 @@ def _prepare(args) -> None:
         if getattr(args, key) is None:
             setattr(args, key, value)
     check_training_flags(args, task="squad", pair=True)
+    from kbert.tasks.text_to_text import is_text_to_text
+
+    if is_text_to_text(args.init_from, "squad_text"):
+        for flag, on in (("lora_rank", args.lora_rank),
+                         ("eval_strategy", args.eval_strategy != "no")):
+            if on:
+                raise UsageError(f"--{flag}: not for text-to-text fine-tuning (--init_from "
+                                 f"{args.init_from}: the whole encoder-decoder trains, "
+                                 "evaluated once at the end)")
     for flag, needed in (("train_file", args.do_train), ("predict_file", args.do_predict)):
         path = getattr(args, flag)
         if needed and path and not os.path.isfile(path):

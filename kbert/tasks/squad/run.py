@@ -118,6 +118,11 @@ def run(args) -> dict:
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
     train_examples, dev_examples, dev_json = load_data(args)
+    from kbert.tasks import text_to_text
+
+    if text_to_text.is_text_to_text(args.init_from if args.do_train
+                                    else os.path.join(args.output_dir, "model"), "squad_text"):
+        return text_to_text.run_squad(args, train_examples, dev_examples, dev_json)
     feature_args = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
                         max_query_length=args.max_query_length)
     settings = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,

@@ -1,0 +1,294 @@
+"""Tasks as text to text (T5, Raffel et al., 2020): each example an input text and a
+target text, an encoder-decoder fine-tuned on them with teacher forcing (cross-entropy
+on the target's tokens, `</s>` included), predictions by greedy decoding, read back
+into labels, numbers or answers and scored with the task's own metrics.
+
+The family says how a task becomes text (its hooks: `glue_text`, `glue_target`,
+`glue_label` for GLUE; T5's are T5's formats, `kbert.models.t5.tasks`); this module
+is the family-free part: encoding with cuts counted, the data, the run, decoding.
+
+    python -m kbert.tasks.glue --task sst2 --data_dir glue_data/SST-2 \\
+        --init_from t5-small --learning_rate 3e-4 --output_dir out/sst2-t5
+    python -m kbert.tasks.squad --init_from t5-small --learning_rate 3e-4 ...
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from kbert import training
+from kbert.io import atomic_file
+from kbert.models import registry
+
+logger = logging.getLogger(__name__)
+
+
+def is_text_to_text(init_from: str | None, hook: str = "glue_text") -> bool:
+    """The --init_from folder's family runs tasks as text to text (it has the task's
+    hook: `glue_text`, `squad_text`)."""
+    if not init_from or not os.path.isdir(init_from):
+        return False
+    try:
+        family = registry.family_of_folder(init_from)
+    except ValueError:
+        return False
+    return family.hook(hook) is not None
+
+
+def encode_texts(tokenizer, texts, length: int, what: str):
+    """Texts -> (ids int32 [N, length] padded with the pad id, mask int32 [N, length]):
+    the tokenizer's `encoder_ids` (T5: the text's ids and `</s>`); a longer one keeps
+    its first `length - 1` tokens and its end token (seqio's trim, then EOS), counted
+    and named in one warning as `what`."""
+    rows, cut = [], 0
+    end = tokenizer.end_token_id
+    for i in range(0, len(texts), 512):
+        ids = tokenizer.encoder_ids(tf.constant(texts[i:i + 512])).to_list()
+        for row in ids:
+            if len(row) > length:
+                cut += 1
+                row = row[:length - 1] + [end]
+            rows.append(row)
+    if cut:
+        logger.warning("%d of %d %s are longer than %d tokens and were cut", cut, len(texts),
+                       what, length)
+    out = np.full((len(rows), length), tokenizer.pad_id, np.int32)
+    mask = np.zeros((len(rows), length), np.int32)
+    for r, row in enumerate(rows):
+        out[r, :len(row)], mask[r, :len(row)] = row, 1
+    return out, mask
+
+
+def target_length(tokenizer, targets) -> int:
+    """The tokens of the longest target, `</s>` included."""
+    return max(int(n) for n in tokenizer.encoder_ids(tf.constant(list(targets))).row_lengths())
+
+
+def features(lm, tokenizer, inputs, targets, input_length: int, output_length: int):
+    """(the model's four inputs, {"logits": labels}) as arrays: the decoder's input the
+    target shifted right behind the start token; labels -1 on padding (`lm_loss` leaves
+    them out)."""
+    enc, enc_mask = encode_texts(tokenizer, inputs, input_length, "inputs")
+    tgt, tgt_mask = encode_texts(tokenizer, targets, output_length, "targets")
+    labels = np.where(tgt_mask > 0, tgt, -1).astype(np.int32)
+    decoder = np.asarray(lm.shift_right(labels))
+    decoder_mask = np.concatenate([np.ones_like(tgt_mask[:, :1]), tgt_mask[:, :-1]], 1)
+    return ({"encoder_token_ids": enc, "encoder_padding_mask": enc_mask,
+             "decoder_token_ids": decoder, "decoder_padding_mask": decoder_mask},
+            {"logits": labels})
+
+
+def generate_texts(lm, tokenizer, inputs, input_length: int, max_new_tokens: int,
+                   batch_size: int) -> list[str]:
+    """Greedy outputs (without `</s>`) of the inputs, `batch_size` at a time."""
+    enc, mask = encode_texts(tokenizer, inputs, input_length, "inputs")
+    out = []
+    for i in range(0, len(inputs), batch_size):
+        rows = mask[i:i + batch_size]
+        width = max(1, int(rows.sum(1).max()))
+        ids = lm.generate_ids(enc[i:i + batch_size, :width], rows[:, :width], max_new_tokens)
+        ids = tf.convert_to_tensor(ids)
+        before = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, tokenizer.end_token_id), tf.int32),
+                                    axis=1), 0)
+        texts = tokenizer.detokenize(tf.ragged.boolean_mask(ids, before)).numpy()
+        out.extend(t.decode("utf-8") for t in texts)
+    return out
+
+
+def fine_tune(args, lm_class, make_data, examples: int, log_name: str) -> keras.Model:
+    """The --init_from encoder-decoder trained on the arrays `make_data(model) -> (x, y)`
+    as the training flags say (batch, epochs, learning rate with warmup and linear
+    decay, checkpoints, resumption), under --strategy."""
+    from kbert.models.metrics import Perplexity, lm_loss
+    from kbert.tasks.common import fit_options
+
+    runtime = training.Runtime.from_flags(args)
+    batch = args.train_batch_size
+    total_steps, steps_per_loop = training.whole_loops(
+        max(1, int(args.num_train_epochs * examples / batch)), args.steps_per_loop,
+        args.steps_per_execution)
+    model = runtime.build(
+        lambda: lm_class.from_pretrained(args.init_from),
+        lambda: training.create_optimizer(args.learning_rate, total_steps,
+                                          int(total_steps * args.warmup_proportion)),
+        {"logits": lm_loss()}, {"logits": [Perplexity()]})
+    x, y = make_data(model)
+    data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
+                                     training=True, seed=args.seed)
+    logger.info("%s as text to text: %d examples, %d steps", log_name, examples, total_steps)
+    training.fit(model, data, total_steps, steps_per_loop, **fit_options(args),
+                 examples_per_step=batch,
+                 tokens_per_step=training.real_tokens_per_batch(x["encoder_padding_mask"],
+                                                                batch),
+                 steps_per_epoch=examples / batch)
+    training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
+    return model
+
+
+def _write_json(path, obj):
+    with atomic_file(path) as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+
+
+def save_and_export(args, model, tokenizer, max_new_tokens: int, texts=(),
+                    outputs=()) -> None:
+    """OUTPUT_DIR/model (a model folder `from_pretrained` reads) and, with --export_dir,
+    the `generate` SavedModel (`export`)."""
+    model.save_pretrained(os.path.join(args.output_dir, "model"), tokenizer=tokenizer)
+    if args.export_dir:
+        export(args, model, tokenizer, max_new_tokens, texts, outputs)
+
+
+def export(args, model, tokenizer, max_new_tokens: int, texts=(), outputs=()) -> None:
+    """The `generate` SavedModel in --export_dir (text in, text out, greedy, at most
+    `max_new_tokens`; --quantize/--dtype as the task commands), checked through TF
+    Serving's loader to answer `outputs` for the first 64 `texts` (the model's own
+    outputs; those of the exported variant where --quantize/--dtype changed it)."""
+    from kbert.export import export_generate
+    from kbert.export.folder import export_variant
+
+    exported, _ = export_variant(model, args.quantize, args.dtype)
+    export_generate(exported, tokenizer, args.export_dir, max_new_tokens=max_new_tokens)
+    texts = list(texts)[:64]
+    if texts:
+        check_export(args.export_dir, texts, list(outputs)[:64] if exported is model
+                     else generate_texts(exported, tokenizer, texts, args.max_seq_length,
+                                         max_new_tokens, args.predict_batch_size))
+    logger.info("SavedModel for TF Serving (text in, text out): %s", args.export_dir)
+
+
+def check_export(export_dir: str, texts, outputs) -> None:
+    """The `generate` SavedModel, run as TF Serving runs it (its C++ loader), must answer
+    `outputs` for `texts`."""
+    from kbert.export.check import run_c_loader
+
+    report = run_c_loader(export_dir, [{"prompt": list(texts)}])
+    served = report["results"][0]["text"]["value"]
+    differ = [i for i, (a, b) in enumerate(zip(served, outputs)) if a != b]
+    if differ:
+        raise RuntimeError(f"{export_dir}: the SavedModel answers {len(differ)} of "
+                           f"{len(texts)} inputs differently from the model (rows "
+                           f"{differ[:5]})")
+    logger.info("SavedModel checked through TF Serving's C++ loader: the model's answers on "
+                "%d inputs", len(texts))
+
+
+# ------------------------------------------------------------------ GLUE
+def run_glue(args, task, train, dev: dict, test: dict, write_submission) -> dict:
+    """GLUE (or the user's own files) as text to text with the --init_from family's
+    formats: fine-tune, predict dev (metrics) and test (submission files), with each
+    split's outputs in OUTPUT_DIR/<split>_outputs.jsonl."""
+    from kbert.tasks.glue.metrics import compute_metrics
+    from kbert.tasks.glue.tasks import get_task
+
+    family = registry.family_of_folder(args.init_from)
+    text, target, label_of = (family.hook(h) for h in ("glue_text", "glue_target",
+                                                         "glue_label"))
+    if not train:
+        raise SystemExit(f"GLUE {task.name}: the training split is empty")
+    tokenizer = family.tokenizer_class.from_pretrained(args.init_from)
+    lm_class = family.language_model_class
+    inputs = [text(task, e.text_a, e.text_b) for e in train]
+    targets = [target(task, e.label) for e in train]
+    words = targets if task.is_regression else [target(task, label) for label in task.labels]
+    out_length = target_length(tokenizer, words + targets)
+    model = fine_tune(args, lm_class,
+                      lambda lm: features(lm, tokenizer, inputs, targets, args.max_seq_length,
+                                          out_length),
+                      len(train), f"GLUE {task.name}")
+
+    seen = {}  # the first split's inputs and outputs: the export's check
+
+    def predict(examples, split, task=task):
+        texts = [text(task, e.text_a, e.text_b) for e in examples]
+        outputs = generate_texts(model, tokenizer, texts, args.max_seq_length, out_length,
+                                 args.predict_batch_size)
+        labels = [label_of(task, o) for o in outputs]
+        seen.setdefault("texts", texts)
+        seen.setdefault("outputs", outputs)
+        with atomic_file(os.path.join(args.output_dir, f"{split}_outputs.jsonl")) as f:
+            for e, t, o in zip(examples, texts, outputs):
+                f.write(json.dumps({"index": e.index, "input": t, "output": o},
+                                   ensure_ascii=False) + "\n")
+        invalid = sum(label is None for label in labels)
+        if invalid:
+            logger.warning("%s: %d of %d outputs name no label (counted wrong, as T5's "
+                           "postprocessors do; see %s_outputs.jsonl)", split, invalid,
+                           len(labels), split)
+        return labels
+
+    results = {}
+    for split, examples in dev.items():
+        labels = predict(examples, split)
+        # an output naming no label is wrong: -1 (T5's stsb) / a class no label has
+        predictions = [(-1.0 if task.is_regression else "<none>") if p is None else p
+                       for p in labels]
+        metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
+        suffix = "" if split in ("dev", "dev_matched") else "_mm"
+        results.update({f"{k}{suffix}": v for k, v in metrics_.items()})
+    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    for split, examples in test.items():  # "ax": MNLI's model on the diagnostic set
+        split_task = get_task("ax") if split == "ax" else task
+        labels = predict(examples, split, split_task)
+        fallback = 0.0 if task.is_regression else task.labels[0]
+        if any(p is None for p in labels):
+            logger.warning("%s: outputs that name no label are submitted as %r", split,
+                           fallback)
+        path = os.path.join(args.output_dir,
+                            split_task.submission["test" if split == "ax" else split])
+        write_submission(path, split_task, examples,
+                         [fallback if p is None else p for p in labels])
+        logger.info("wrote %s (%d rows)", path, len(examples))
+    save_and_export(args, model, tokenizer, out_length, seen.get("texts", ()),
+                    seen.get("outputs", ()))
+    return results
+
+
+# ------------------------------------------------------------------ SQuAD
+def run_squad(args, train_examples, dev_examples, dev_json) -> dict:
+    """SQuAD (v1.1, v2.0) as text to text with the --init_from family's format (T5:
+    "question: ... context: ..." -> the first answer's text; "" for no answer):
+    fine-tune (--do_train), generate the dev answers (--do_predict, at most
+    --max_answer_length tokens) and score them with the official script of the data's
+    version. Writes predictions.json, eval_results.json, OUTPUT_DIR/model and the
+    `generate` export (--export_dir)."""
+    from kbert.tasks.squad.evaluate import evaluate
+
+    model_dir = os.path.join(args.output_dir, "model")
+    source = args.init_from if args.do_train else model_dir
+    if not args.do_train and not os.path.isdir(model_dir):
+        raise SystemExit(f"--do_predict alone: {model_dir} holds no model (train first, "
+                         "with --do_train)")
+    family = registry.family_of_folder(source)
+    text, target = family.hook("squad_text"), family.hook("squad_target")
+    tokenizer = family.tokenizer_class.from_pretrained(source)
+    lm_class = family.language_model_class
+    out_length = args.max_answer_length + 1  # the answer's tokens and </s>
+    if args.do_train:
+        inputs = [text(e.question, e.context) for e in train_examples]
+        targets = [target(e.answers) for e in train_examples]
+        model = fine_tune(args, lm_class,
+                          lambda lm: features(lm, tokenizer, inputs, targets,
+                                              args.max_seq_length, out_length),
+                          len(train_examples), "SQuAD")
+        model.save_pretrained(model_dir, tokenizer=tokenizer)
+    else:
+        model = lm_class.from_pretrained(model_dir)
+    if not args.do_predict:
+        return {}
+    texts = [text(e.question, e.context) for e in dev_examples]
+    outputs = generate_texts(model, tokenizer, texts, args.max_seq_length, out_length,
+                             args.predict_batch_size)
+    answers = {e.qid: o.strip() for e, o in zip(dev_examples, outputs)}
+    _write_json(os.path.join(args.output_dir, "predictions.json"), answers)
+    results = evaluate(dev_json, answers)
+    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    if args.export_dir:
+        export(args, model, tokenizer, out_length, texts, outputs)
+    return results
