@@ -12,7 +12,15 @@ early (no end token for kbert and keras-hub, `min_new_tokens` for Hugging Face).
 library is called once before timing (tracing and compiling are not counted); rounds
 alternate between the libraries and the median round is reported (`_common`).
 
-Run: `python benchmarks/bench_seq2seq.py [--models t5,bart --new 32 --rounds 3]`.
+Training step (examples/s, `--train`): `train_on_batch` of a batch of `--train_batch`
+examples, `--train_input`-token encoder inputs and `--train_target`-token targets (rows of
+different lengths, padded), the same work for both: kbert's model and keras-hub's
+`T5Seq2SeqLM` / `BartSeq2SeqLM` (no preprocessor) each compiled with
+`keras.optimizers.AdamW(1e-4)` and Keras' `SparseCategoricalCrossentropy(from_logits=True)`
+weighted by the target's padding mask, `jit_compile` as `--jit` (both the same).
+
+Run: `python benchmarks/bench_seq2seq.py [--models t5,bart --new 32 --rounds 3]`;
+`--train` adds the training-step table.
 """
 
 from __future__ import annotations
@@ -105,6 +113,38 @@ def bench_generate(peers, batch: int, prompt: int, new: int, rounds: int) -> dic
     return {name: batch * new / t for name, t in times.items()}
 
 
+def bench_train(peers, batch: int, inputs: int, targets: int, rounds: int, jit: bool,
+                steps: int = 2) -> dict:
+    _, lm, hub, start = peers
+    rng = np.random.default_rng(0)
+    enc_len = rng.integers(inputs // 2, inputs + 1, batch)
+    enc_len[0] = inputs
+    dec_len = rng.integers(targets // 2, targets + 1, batch)
+    dec_len[0] = targets
+    enc_mask = (np.arange(inputs)[None] < enc_len[:, None]).astype("int32")
+    dec_mask = (np.arange(targets)[None] < dec_len[:, None]).astype("int32")
+    x = {"encoder_token_ids": rng.integers(3, 32000, (batch, inputs)).astype("int32") * enc_mask,
+         "encoder_padding_mask": enc_mask,
+         "decoder_token_ids": rng.integers(3, 32000, (batch, targets)).astype("int32") * dec_mask,
+         "decoder_padding_mask": dec_mask}
+    x["decoder_token_ids"][:, 0] = start
+    y = np.roll(x["decoder_token_ids"], -1, axis=1)
+    weights = dec_mask.astype("float32")
+
+    def loss():
+        return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    lm.compile(optimizer=keras.optimizers.AdamW(1e-4), loss={"logits": loss()},
+               jit_compile=jit)
+    hub.compile(optimizer=keras.optimizers.AdamW(1e-4), loss=loss(), weighted_metrics=[],
+                jit_compile=jit)
+    runs = {"kbert": lambda: lm.train_on_batch(x, {"logits": y},
+                                               sample_weight={"logits": weights}),
+            "keras-hub": lambda: hub.train_on_batch(x, y, sample_weight=weights)}
+    seconds = median_seconds(runs, rounds, warmup=2, repeat=steps)
+    return {k: batch / t for k, t in seconds.items()}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="t5,bart")
@@ -112,6 +152,12 @@ def main(argv=None):
     p.add_argument("--new", type=int, default=32)
     p.add_argument("--batches", default="1,8")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--generate", type=int, default=1, help="0: leave out the generation table")
+    p.add_argument("--train", action="store_true", help="the training-step table too")
+    p.add_argument("--train_batch", type=int, default=8)
+    p.add_argument("--train_input", type=int, default=128)
+    p.add_argument("--train_target", type=int, default=32)
+    p.add_argument("--jit", type=int, default=0, help="jit_compile of both training steps")
     args = p.parse_args(argv)
     import keras_hub
     import torch
@@ -122,15 +168,25 @@ def main(argv=None):
     for name in args.models.split(","):
         peers = {"t5": _t5_peers, "bart": _bart_peers}[name]()
         size = {"t5": "T5-small", "bart": "BART-base"}[name]
-        print(f"\n## Greedy generation, {size} size, {args.prompt}-token input, {args.new} "
-              f"new tokens (new tokens/s, median of {args.rounds})\n")
-        print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
-              "|---|---|---|---|---|---|")
-        for batch in map(int, args.batches.split(",")):
-            r = bench_generate(peers, batch, args.prompt, args.new, args.rounds)
-            print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | "
-                  f"{r['hf-torch']:.1f} | {r['kbert'] / r['keras-hub']:.2f} | "
-                  f"{r['kbert'] / r['hf-torch']:.2f} |", flush=True)
+        if args.generate:
+            print(f"\n## Greedy generation, {size} size, {args.prompt}-token input, "
+                  f"{args.new} new tokens (new tokens/s, median of {args.rounds})\n")
+            print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
+                  "|---|---|---|---|---|---|")
+            for batch in map(int, args.batches.split(",")):
+                r = bench_generate(peers, batch, args.prompt, args.new, args.rounds)
+                print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | "
+                      f"{r['hf-torch']:.1f} | {r['kbert'] / r['keras-hub']:.2f} | "
+                      f"{r['kbert'] / r['hf-torch']:.2f} |", flush=True)
+        if args.train:
+            r = bench_train(peers, args.train_batch, args.train_input, args.train_target,
+                            args.rounds, bool(args.jit))
+            print(f"\n## Training step, {size} size, batch {args.train_batch} x "
+                  f"{args.train_input} input / {args.train_target} target tokens, jit_compile="
+                  f"{bool(args.jit)} (examples/s, median of {args.rounds})\n")
+            print(f"| kbert | keras-hub | kbert / keras-hub |\n|---|---|---|\n"
+                  f"| {r['kbert']:.2f} | {r['keras-hub']:.2f} | "
+                  f"{r['kbert'] / r['keras-hub']:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

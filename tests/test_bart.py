@@ -247,10 +247,8 @@ def test_glue_command_and_classifier_export_from_a_bart_folder(folder, tmp_path)
     byte-order mark included) with its classifier export: the task folder reloads, and
     the SavedModel, run by TF Serving's C++ loader and in a fresh process, answers the
     reloaded model's probabilities."""
-    from glue_fixtures import write_task
+    from glue_fixtures import assert_pair_export_serves_the_folder, write_task
 
-    from kbert.export.check import run_fresh
-    from kbert.export.folder import load_task_folder
     from kbert.tasks.glue import __main__ as cli
 
     _, root, _ = folder
@@ -263,14 +261,7 @@ def test_glue_command_and_classifier_export_from_a_bart_folder(folder, tmp_path)
     results = json.loads((out / "eval_results.json").read_text())
     assert set(results) >= {"accuracy", "f1"} and 0 <= results["accuracy"] <= 1
     assert json.loads((out / "kbert_task.json").read_text())["family"] == "bart"
-    _, model, tokenizer, _ = load_task_folder(str(out))
-    pairs = [("The cat sat.", "A cat was sitting."), ("héllo 😀", "<mask> there")]
-    fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
-                                     "text_b": [b for _, b in pairs]}])
-    served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
-    x = tokenizer([a for a, _ in pairs], [b for _, b in pairs], seq_length=24)
-    want = torch.softmax(torch.tensor(model(x)["logits"].numpy()), -1).numpy()
-    np.testing.assert_allclose(served, want, atol=1e-5)
+    assert_pair_export_serves_the_folder(out, export, 24)
 
 
 # ------------------------------------------------------------------ denoising

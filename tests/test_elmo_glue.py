@@ -131,5 +131,5 @@ def test_elmo_refuses_export(tmp_path, capsys):
                   "--export_dir", str(tmp_path / "serving" / "1")])
     assert err.value.code == 2
     err = capsys.readouterr().err
-    assert "--export_dir: the classifier SavedModel takes bert, gpt" in err
+    assert "--export_dir: the classifier SavedModel takes bart, bert, gpt, roberta" in err
     assert "models; elmo exports elmo (the run writes the task folder, model.keras)" in err

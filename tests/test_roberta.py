@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import kbert
-from glue_fixtures import write_task
+from glue_fixtures import assert_pair_export_serves_the_folder, write_task
 
 pytestmark = pytest.mark.parity
 
@@ -237,8 +237,6 @@ def test_registry_finds_the_family(folders):
 def test_glue_command_and_classifier_export_from_a_roberta_folder(folders, tmp_path):
     """`python -m kbert.tasks.glue --init_from <roberta folder>` and its classifier
     export, answered by both loaders in a fresh process, through the registry alone."""
-    from kbert.export.check import run_fresh
-    from kbert.export.folder import load_task_folder
     from kbert.tasks.glue import __main__ as cli
 
     data = write_task(str(tmp_path), "mrpc", {"train.tsv": 24, "dev.tsv": 8, "test.tsv": 4})
@@ -251,16 +249,7 @@ def test_glue_command_and_classifier_export_from_a_roberta_folder(folders, tmp_p
     assert set(results) >= {"accuracy", "f1"}
     info = json.loads((out / "kbert_task.json").read_text())
     assert info["family"] == "roberta"
-    _, model, tokenizer, _ = load_task_folder(str(out))
-    pairs = [("The cat sat.", "A cat was sitting."), ("héllo 😀", "<mask> there")]
-    fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
-                                     "text_b": [b for _, b in pairs]}])
-    served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
-    x = tokenizer([a for a, _ in pairs], [b for _, b in pairs], seq_length=24)
-    import tensorflow as tf
-
-    want = tf.nn.softmax(model(x)["logits"], axis=-1).numpy()
-    np.testing.assert_allclose(served, want, atol=1e-5)
+    assert_pair_export_serves_the_folder(out, export, 24)
 
 
 @pytest.mark.e2e

@@ -123,6 +123,18 @@ def run_c_loader(export_dir: str, requests: list[dict], signature: str = "servin
     return report
 
 
+def check_served(export_dir: str, request: dict, output: str, want: list, names: list,
+                 what: str) -> None:
+    """Runs `request` through TF Serving's C++ loader (`run_c_loader`) and raises one
+    RuntimeError naming the first rows (`names`) whose `output` differs from `want`
+    (`what`: where `want` comes from, for the message)."""
+    served = run_c_loader(export_dir, [request])["results"][0][output]["value"]
+    differ = [name for name, a, b in zip(names, served, want) if a != b]
+    if differ:
+        raise RuntimeError(f"{export_dir}: the SavedModel answers {len(differ)} of "
+                           f"{len(want)} requests differently from {what} ({differ[:5]})")
+
+
 def _deterministic(export_dir: str) -> bool:
     """False for a generate export that samples with a new seed for each request."""
     path = os.path.join(export_dir, "assets.extra", "kbert_generate.json")

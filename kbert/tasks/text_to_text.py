@@ -166,15 +166,10 @@ def export(args, model, tokenizer, max_new_tokens: int, texts=(), outputs=()) ->
 def check_export(export_dir: str, texts, outputs) -> None:
     """The `generate` SavedModel, run as TF Serving runs it (its C++ loader), must answer
     `outputs` for `texts`."""
-    from kbert.export.check import run_c_loader
+    from kbert.export.check import check_served
 
-    report = run_c_loader(export_dir, [{"prompt": list(texts)}])
-    served = report["results"][0]["text"]["value"]
-    differ = [i for i, (a, b) in enumerate(zip(served, outputs)) if a != b]
-    if differ:
-        raise RuntimeError(f"{export_dir}: the SavedModel answers {len(differ)} of "
-                           f"{len(texts)} inputs differently from the model (rows "
-                           f"{differ[:5]})")
+    check_served(export_dir, {"prompt": list(texts)}, "text", list(outputs),
+                 list(range(len(texts))), "the model (rows)")
     logger.info("SavedModel checked through TF Serving's C++ loader: the model's answers on "
                 "%d inputs", len(texts))
 

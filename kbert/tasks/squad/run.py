@@ -242,16 +242,12 @@ def train(args, runtime, train_examples, feature_args, dev=None):
 def _check_export(export_dir, examples, predictions, n=64):
     """The SavedModel, run as TF Serving runs it (its C++ loader), must give the answers
     of the Python post-processing."""
-    from kbert.export.check import run_c_loader
+    from kbert.export.check import check_served
 
     sample = examples[:n]
-    report = run_c_loader(export_dir, [{"question": [e.question for e in sample],
-                                        "context": [e.context for e in sample]}])
-    answers = report["results"][0]["answer"]["value"]
-    differ = [e.qid for e, a in zip(sample, answers) if a != predictions.answers[e.qid]]
-    if differ:
-        raise RuntimeError(f"{export_dir}: the SavedModel answers {len(differ)} of "
-                           f"{len(sample)} questions differently from the Python "
-                           f"post-processing (question ids {differ[:5]})")
+    check_served(export_dir, {"question": [e.question for e in sample],
+                              "context": [e.context for e in sample]}, "answer",
+                 [predictions.answers[e.qid] for e in sample], [e.qid for e in sample],
+                 "the Python post-processing (question ids)")
     logger.info("SavedModel checked through TF Serving's C++ loader: same answers as "
                 "predictions.json on %d questions", len(sample))
