@@ -23,7 +23,7 @@ def _reference(**overrides):
     """A random BART: 2 encoder and 3 decoder layers with different head counts and
     widths, weights drawn wider than BART's (std 0.2: a random model at 0.02 repeats
     one token at once), a random `final_logits_bias`. `forced_eos_token_id` off (transformers'
-    default forces `</s>` at the last step; kbert has no such processor)."""
+    default forces `</s>` at the last step: `test_forced_end_token_equals_transformers`)."""
     values = dict(vocab_size=50262, d_model=32, encoder_layers=2, decoder_layers=3,
                   encoder_attention_heads=4, decoder_attention_heads=2, encoder_ffn_dim=37,
                   decoder_ffn_dim=41, max_position_embeddings=64, dropout=0.0,
@@ -138,6 +138,42 @@ def test_forced_start_token_equals_transformers(folder, tmp_path):
     assert (want[:, 1] == 0).all()
     got = lm.generate_ids(enc, enc_mask, 7, min_new_tokens=7)
     np.testing.assert_array_equal(got.numpy(), want[:, 2:])
+
+
+@pytest.mark.parametrize("jit_compile", [True, False], ids=["xla", "graph"])
+def test_forced_end_token_equals_transformers(tmp_path, jit_compile):
+    """transformers' default `forced_eos_token_id` (2; its BartConfig's, read from
+    config.json or generation_config.json, or the default where neither says): `</s>` is
+    the last allowed token, min_new_tokens notwithstanding; greedy and beam search
+    (sequences and scores) equal transformers' `generate`; `forced_eos_token_id=None`
+    turns it off."""
+    ref = _reference(forced_eos_token_id=2)
+    ref.save_pretrained(tmp_path)
+    lm = kbert.BartSeq2SeqLM.from_pretrained(tmp_path)
+    assert lm.config.forced_eos_token_id == 2 == transformers.BartConfig.from_dict(
+        {"model_type": "bart"}).forced_eos_token_id == kbert.BartConfig.from_reference_dict(
+        {"model_type": "bart"}).forced_eos_token_id
+    enc, enc_mask, _, _ = _batch(seed=3)
+    want = _generate(ref, enc, enc_mask, 8, do_sample=False)[:, 1:]
+    assert (want[:, -1] == 2).all() and (want[:, :-1] != 2).all()
+    got = lm.generate_ids(enc, enc_mask, 8, min_new_tokens=8, jit_compile=jit_compile)
+    np.testing.assert_array_equal(got.numpy(), want)
+    off = lm.generate_ids(enc, enc_mask, 8, min_new_tokens=8, jit_compile=jit_compile,
+                          forced_eos_token_id=None).numpy()
+    np.testing.assert_array_equal(off[:, :-1], want[:, :-1])
+    assert (off[:, -1] != 2).all()
+    with torch.no_grad():
+        out = ref.generate(input_ids=torch.tensor(enc, dtype=torch.long),
+                           attention_mask=torch.tensor(enc_mask), max_new_tokens=6,
+                           num_beams=3, do_sample=False, output_scores=True,
+                           return_dict_in_generate=True)
+    beams = kbert.models.generation.generate_sequences(
+        lm, enc, enc_mask, 6, sampler="beam", num_beams=3, jit_compile=jit_compile)
+    want = out.sequences.numpy()[:, 1:]
+    for r in range(len(want)):
+        n = int(beams["lengths"][r])
+        assert beams["token_ids"][r, :n].tolist() == [t for t in want[r] if t not in (1, 2)]
+    np.testing.assert_allclose(beams["scores"], out.sequences_scores.numpy(), atol=1e-4)
 
 
 def test_beam_search_equals_transformers(folder):

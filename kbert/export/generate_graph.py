@@ -92,7 +92,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         if not 0 <= i < lm.vocab_size:
             raise ValueError(f"stop: token id {i} is outside the vocabulary")
     processing = generation.Processing.of(repetition_penalty, no_repeat_ngram_size,
-                                          min_new_tokens)
+                                          min_new_tokens, generation.forced_end_of(lm))
     # No XLA in the export: TF Serving's XLA:CPU JIT is off by default
     # (--xla_cpu_compilation_enabled), and an export may be served on other devices
     # than the one that wrote it.

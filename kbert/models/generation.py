@@ -306,9 +306,11 @@ class Processing:
     no_repeat_ngram_size: int = 0  # the size, or with ngram_per_row the largest size
     min_new_tokens: bool = False
     ngram_per_row: bool = False
+    forced_end: int | None = None  # transformers' forced_eos_token_id
 
     @classmethod
-    def of(cls, repetition_penalty=1.0, no_repeat_ngram_size=0, min_new_tokens=0):
+    def of(cls, repetition_penalty=1.0, no_repeat_ngram_size=0, min_new_tokens=0,
+           forced_end=None):
         penalties = np.atleast_1d(np.asarray(repetition_penalty, np.float64))
         if not np.all(penalties > 0):
             raise ValueError(f"repetition_penalty={repetition_penalty}: must be more than 0")
@@ -320,18 +322,21 @@ class Processing:
             raise ValueError(f"min_new_tokens={min_new_tokens}: must be >= 0")
         per_row = len(set(sizes.tolist())) > 1
         return cls(bool(np.any(penalties != 1.0)), int(sizes.max()),
-                   bool(np.any(minimum > 0)), per_row)
+                   bool(np.any(minimum > 0)), per_row,
+                   None if forced_end is None else int(forced_end))
 
     @property
     def needs_sequence(self) -> bool:
         return self.no_repeat_ngram_size > 0
 
-    def apply(self, scores, t, state, penalty, min_new, ends, ngram=None):
+    def apply(self, scores, t, state, penalty, min_new, ends, ngram=None, last=None):
         """scores [R, V] at step t -> the processed scores. `state` holds `seq` [R, W]
         (the tokens so far, prompt included, `length` = prompt width + t of them) and
         `present` [R, V] (tokens seen); `penalty` [R] float32, `min_new` [R] int32,
         `ngram` [R] int32 (the sizes, with `ngram_per_row`); `ends` the end and stop
-        token ids."""
+        token ids; `last` [R] bool: the row's last step (where `forced_end` is the only
+        token left: score 0, every other -inf, as transformers'
+        ForcedEOSTokenLogitsProcessor)."""
         if self.repetition_penalty:
             p = penalty[:, None]
             penalized = tf.where(scores < 0, scores * p, scores / p)
@@ -351,7 +356,25 @@ class Processing:
             early = (t < min_new)[:, None]
             scores = tf.where(tf.logical_and(early, is_end[None, :]),
                               tf.constant(-np.inf, scores.dtype), scores)
+        if self.forced_end is not None and last is not None:
+            vocab = tf.shape(scores)[1]
+            forced = tf.where(tf.equal(tf.range(vocab), self.forced_end)[None, :],
+                              tf.constant(0, scores.dtype),
+                              tf.constant(-np.inf, scores.dtype))
+            scores = tf.where(last[:, None], forced, scores)
         return scores
+
+
+def forced_end_of(lm, forced_eos_token_id=-1):
+    """The token forced at a row's last step: `forced_eos_token_id` (transformers'
+    argument; None: none), or with -1 the model's own (`lm.forced_end_token_id`: BART's
+    config says `forced_eos_token_id`, transformers' default for BART)."""
+    if forced_eos_token_id == -1:
+        return getattr(lm, "forced_end_token_id", None)
+    if forced_eos_token_id is not None and not 0 <= int(forced_eos_token_id) < lm.vocab_size:
+        raise ValueError(f"forced_eos_token_id={forced_eos_token_id} is outside the "
+                         f"vocabulary (0..{lm.vocab_size - 1})")
+    return forced_eos_token_id
 
 
 def _ban_repeated_ngrams(scores, seq, length, n: int):
@@ -557,7 +580,8 @@ def _sample_step(lm, setting, state, t, const):
     """One step of greedy or sampled decoding: (state, t) -> state (`_sample_loop`'s
     body, and `stream`'s step)."""
     scores = setting.processing.apply(state["logits"], t, state, const["penalty"],
-                                      const["min_new"], setting.ends, const["ngram"])
+                                      const["min_new"], setting.ends, const["ngram"],
+                                      last=t + 1 >= const["max_new"])
     u = uniform(const["seeds"], const["index"], t)
     if getattr(setting.sampler, "per_row", False):
         token, logprob = setting.sampler(scores, u, const)
@@ -665,8 +689,9 @@ def _beam_loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity, c
         cur = width + t
         view = {"seq": flat(s["running"]), "width": width, "present": s.get("present")}
         log_probs = tf.nn.log_softmax(s["logits"], axis=-1)
-        log_probs = setting.processing.apply(log_probs, t, view, penalty, min_new,
-                                             setting.ends, const["ngram"])  # (B*K, V)
+        log_probs = setting.processing.apply(
+            log_probs, t, view, penalty, min_new, setting.ends, const["ngram"],
+            last=tf.fill([tf.shape(log_probs)[0]], t + 1 >= max_new_tokens))  # (B*K, V)
         grouped = unflat(log_probs) + s["running_scores"][:, :, None]
         top_scores, top_index = tf.math.top_k(tf.reshape(grouped, [batch, k * vocab]), keep)
         parent, token = top_index // vocab, top_index % vocab  # (B, 2K)
@@ -923,7 +948,7 @@ def generate_sequences(lm, token_ids, padding_mask, max_new_tokens, sampler="gre
                        end_token_id=-1, jit_compile=None, *, num_beams=4,
                        length_penalty=1.0, early_stopping=False, repetition_penalty=1.0,
                        no_repeat_ngram_size=0, min_new_tokens=0, num_return_sequences=1,
-                       stop=(), tokenizer=None) -> dict:
+                       stop=(), tokenizer=None, forced_eos_token_id=-1) -> dict:
     """New tokens after left- or right-padded prompts of ids [B, P]: a dict of numpy
     arrays, the n = num_return_sequences sequences of each prompt in prompt order:
     `token_ids` [B*n, max_new_tokens] (after a row stopped, the end token, or the
@@ -976,7 +1001,8 @@ def generate_sequences(lm, token_ids, padding_mask, max_new_tokens, sampler="gre
         if not isinstance(s, str) and not 0 <= int(s) < lm.vocab_size:
             raise ValueError(f"stop: token id {s} is outside the vocabulary "
                              f"(0..{lm.vocab_size - 1})")
-    processing = Processing.of(repetition_penalty, no_repeat_ngram_size, min_new_tokens)
+    processing = Processing.of(repetition_penalty, no_repeat_ngram_size, min_new_tokens,
+                               forced_end_of(lm, forced_eos_token_id))
     penalty = _per_row(repetition_penalty, rows, "repetition_penalty", np.float32)
     min_new = _per_row(min_new_tokens, rows, "min_new_tokens", np.int32)
     ngram = _per_row(no_repeat_ngram_size or 0, rows, "no_repeat_ngram_size", np.int32)
@@ -1167,7 +1193,7 @@ def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=
 def stream_text(lm, prompt: str, max_new_tokens=32, sampler="greedy", temperature=1.0,
                 top_k=None, top_p=None, seed=None, jit_compile=None, tokenizer=None,
                 repetition_penalty=1.0, no_repeat_ngram_size=0, min_new_tokens=0,
-                stop=()):
+                stop=(), forced_eos_token_id=-1):
     """Yields the continuation of one prompt in pieces as tokens are decoded: whole
     UTF-8 characters only, nothing that may yet turn out to begin a stop string; the
     pieces join to `generate_text`'s continuation (same settings, same seed). One
@@ -1177,7 +1203,8 @@ def stream_text(lm, prompt: str, max_new_tokens=32, sampler="greedy", temperatur
         raise ValueError("stream() takes one prompt (a string)")
     stop = [stop] if isinstance(stop, (str, int)) else list(stop or ())
     ids, dense, mask = _encode_prompts(lm, tokenizer, tf.constant([prompt]), max_new_tokens)
-    processing = Processing.of(repetition_penalty, no_repeat_ngram_size, min_new_tokens)
+    processing = Processing.of(repetition_penalty, no_repeat_ngram_size, min_new_tokens,
+                               forced_end_of(lm, forced_eos_token_id))
     run = generate_function(lm, sampler, temperature, top_k, top_p, lm.end_token_id,
                             jit_compile, processing=processing,
                             stop_ids=[int(s) for s in stop if not isinstance(s, str)],

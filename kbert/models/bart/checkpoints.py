@@ -77,8 +77,8 @@ GENERATION_CONFIG = "generation_config.json"
 
 def _with_generation_config(config: BartConfig, folder: str) -> BartConfig:
     """`transformers` 5.x writes the decoding ids (`forced_bos_token_id`,
-    `decoder_start_token_id`) into `generation_config.json`, not `config.json`: they
-    are read from there where the file has them."""
+    `forced_eos_token_id`, `decoder_start_token_id`) into `generation_config.json`
+    (`config.json` may lack them): they are read from there where the file has them."""
     import dataclasses
 
     from kbert.io import read_json
@@ -88,8 +88,9 @@ def _with_generation_config(config: BartConfig, folder: str) -> BartConfig:
         return config
     d = read_json(file)
     values = {}
-    if "forced_bos_token_id" in d:
-        values["forced_bos_token_id"] = d["forced_bos_token_id"]
+    for key in ("forced_bos_token_id", "forced_eos_token_id"):
+        if key in d:
+            values[key] = None if d[key] is None else int(d[key])
     if d.get("decoder_start_token_id") is not None:
         values["decoder_start_token_id"] = int(d["decoder_start_token_id"])
     return dataclasses.replace(config, **values)

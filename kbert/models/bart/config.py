@@ -22,7 +22,8 @@ class BartConfig(ModelConfig):
     `final_logits_bias`). `scale_embedding`: the token vectors multiplied by
     sqrt(hidden_size) (False in bart-base/-large). Ids: `<s>` 0, `<pad>` 1, `</s>` 2;
     the decoder starts from `</s>` (decoder_start_token_id); `forced_bos_token_id`
-    (bart-large's 0): the first generated token is always `<s>`.
+    (bart-large's 0): the first generated token is always `<s>`; `forced_eos_token_id`
+    (2, transformers' default; None: off): a row's last allowed token is `</s>`.
     """
 
     vocab_size: int = 50265
@@ -47,6 +48,7 @@ class BartConfig(ModelConfig):
     end_token_id: int = 2  # </s>
     decoder_start_token_id: int = 2
     forced_bos_token_id: int | None = None
+    forced_eos_token_id: int | None = 2  # transformers' default: </s> at the last step
 
     family: ClassVar[str] = "bart"
     PRESETS: ClassVar[dict[str, dict]] = {
@@ -103,7 +105,8 @@ class BartConfig(ModelConfig):
                    start_token_id=int(d.get("bos_token_id", 0)),
                    end_token_id=int(_first(d.get("eos_token_id", 2))),
                    decoder_start_token_id=int(d.get("decoder_start_token_id", 2)),
-                   forced_bos_token_id=None if forced is None else int(forced))
+                   forced_bos_token_id=None if forced is None else int(forced),
+                   forced_eos_token_id=_optional(d.get("forced_eos_token_id", 2)))
 
     def to_reference_dict(self) -> dict[str, Any]:
         """Hugging Face's `config.json` of a `BartForConditionalGeneration`."""
@@ -125,9 +128,13 @@ class BartConfig(ModelConfig):
                 "eos_token_id": self.end_token_id,
                 "decoder_start_token_id": self.decoder_start_token_id,
                 "forced_bos_token_id": self.forced_bos_token_id,
-                "forced_eos_token_id": self.end_token_id,
+                "forced_eos_token_id": self.forced_eos_token_id,
                 "is_encoder_decoder": True, "tie_word_embeddings": True}
 
 
 def _first(value):
     return value[0] if isinstance(value, (list, tuple)) else value
+
+
+def _optional(value):
+    return None if value is None else int(value)

@@ -176,6 +176,11 @@ class BartSeq2SeqLM(Seq2SeqLM):
     def max_input_length(self) -> int:
         return self.config.max_position_embeddings
 
+    @property
+    def forced_end_token_id(self) -> int | None:
+        """`forced_eos_token_id`: the token `generate` forces at a row's last step."""
+        return self.config.forced_eos_token_id
+
     def decoder_prompt(self) -> list[int]:
         """`</s>`, then `<s>` where the config forces it (bart-large's
         `forced_bos_token_id`)."""
