@@ -384,3 +384,32 @@ def test_generate_export_answers_as_the_model_through_the_servers_loader(folder,
     assert fresh["modules"] == []
     assert fresh["results"][0]["text"]["value"] == lm.generate(
         texts, max_new_tokens=8, repetition_penalty=1.5)
+
+
+@pytest.mark.subprocess
+def test_generate_export_forces_the_end_token(folder, tmp_path):
+    """With `forced_eos_token_id`, both signatures of the `generate` export end a row
+    cut by its budget with `</s>`: `num_tokens` (tokens before the end) and the text are
+    those of `generate` with the same budget, per row."""
+    import dataclasses
+
+    from kbert.export import check as check_lib
+
+    _, root, _ = folder
+    lm = kbert.BartSeq2SeqLM.from_pretrained(root / "lm")
+    lm.config = dataclasses.replace(lm.config, forced_eos_token_id=2)
+    export_dir = tmp_path / "serving" / "bart" / "1"
+    kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=6)
+    texts = ["The cat sat on the mat.", "héllo 😀 世界"]
+    want = [lm.generate([t], max_new_tokens=n, return_scores=True)[0]
+            for t, n in zip(texts, (4, 6))]
+    assert [len(w["token_ids"]) for w in want] == [3, 5]  # the last step's </s> forced
+    fresh = check_lib.run_fresh(str(export_dir), [{
+        "prompt": texts, "max_new_tokens": [4, 6], "temperature": [0.0, 0.0],
+        "top_k": [0, 0], "top_p": [1.0, 1.0], "seed": [-1, -1],
+        "repetition_penalty": [1.0, 1.0], "no_repeat_ngram_size": [0, 0],
+        "min_new_tokens": [0, 0]}], signature="generate")["results"][0]
+    assert fresh["num_tokens"]["value"] == [3, 5]
+    assert fresh["text"]["value"] == [w["text"] for w in want]
+    served = check_lib.run_fresh(str(export_dir), [{"prompt": texts}])["results"][0]
+    assert served["text"]["value"] == lm.generate(texts, max_new_tokens=6)

@@ -195,7 +195,8 @@ def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings, prep
     `RowSampler` and every processor on, each row's settings as tensors."""
     end = lm.end_token_id
     processing = generation.Processing(repetition_penalty=True, no_repeat_ngram_size=MAX_NGRAM,
-                                       min_new_tokens=True, ngram_per_row=True)
+                                       min_new_tokens=True, ngram_per_row=True,
+                                       forced_end=generation.forced_end_of(lm))
     run = generation.generate_function(lm, generation.RowSampler(), end_token_id=end,
                                        jit_compile=False, processing=processing,
                                        stop_ids=stop_ids, stop_strings=stop_strings,
