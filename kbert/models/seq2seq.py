@@ -24,10 +24,27 @@ import keras
 from keras import ops
 
 from kbert import hub
+from kbert.layers.masks import key_mask as padding_key_mask
 from kbert.models.base import Pretrained, Quantizable
 
 INPUTS = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
           "decoder_padding_mask")
+
+
+def decode_with_cache(blocks, x, cache, cache_index, cross_caches, encoder_padding_mask,
+                      training=False, **block_options):
+    """A decoder stack's blocks on x [B, T, H] written at positions `cache_index ..`:
+    each block with its (keys, values) self-attention cache and its projected encoder
+    keys and values (`cross_caches`), `block_options` passed on (T5's position bias).
+    Returns (output, the updated cache: a tuple per block)."""
+    cross_mask = padding_key_mask(encoder_padding_mask)
+    new = []
+    for block, layer_cache, cross in zip(blocks, cache, cross_caches):
+        x, layer_cache = block(x, causal=True, cache=layer_cache, cache_index=cache_index,
+                               cross_cache=cross, encoder_mask=cross_mask, training=training,
+                               **block_options)
+        new.append(tuple(layer_cache))
+    return x, tuple(new)
 
 
 class Seq2SeqLM(Quantizable, keras.Model, Pretrained):

@@ -24,7 +24,7 @@ from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
 from kbert.models.bart.config import BartConfig
-from kbert.models.seq2seq import Seq2SeqLM
+from kbert.models.seq2seq import Seq2SeqLM, decode_with_cache
 
 POSITION_OFFSET = 2  # fairseq's learned positions start at row 2
 
@@ -92,14 +92,8 @@ class BartStack(keras.layers.Layer):
         length = ops.shape(x)[1]
         positions = ops.expand_dims(ops.arange(length) + cache_index, 0)
         x = self._embed(x, positions, training)
-        cross_mask = key_mask(encoder_padding_mask)
-        new = []
-        for block, layer_cache, cross in zip(self.blocks, cache, cross_caches):
-            x, layer_cache = block(x, causal=True, cache=layer_cache, cache_index=cache_index,
-                                   cross_cache=cross, encoder_mask=cross_mask,
-                                   training=training)
-            new.append(tuple(layer_cache))
-        return x, tuple(new)
+        return decode_with_cache(self.blocks, x, cache, cache_index, cross_caches,
+                                 encoder_padding_mask, training)
 
     def compute_output_spec(self, x, *args, **kwargs):
         return keras.KerasTensor(x.shape, dtype=self.compute_dtype)

@@ -21,7 +21,7 @@ from kbert.layers.dense import Dense
 from kbert.layers.embeddings import TokenEmbedding
 from kbert.layers.masks import key_mask
 from kbert.layers.t5 import RelativePositionBias, RMSNorm, T5Block
-from kbert.models.seq2seq import Seq2SeqLM
+from kbert.models.seq2seq import Seq2SeqLM, decode_with_cache
 from kbert.models.t5.config import T5Config
 
 
@@ -80,14 +80,9 @@ class T5Stack(keras.layers.Layer):
         encoder keys and values (`cross_caches`). Returns (output, updated cache)."""
         length = ops.shape(x)[1]
         bias = self.position_bias.bias(length, ops.shape(cache[0][0])[1], cache_index)
-        cross_mask = key_mask(encoder_padding_mask)
-        new = []
-        for block, layer_cache, cross in zip(self.blocks, cache, cross_caches):
-            x, layer_cache = block(x, position_bias=bias, causal=True, cache=layer_cache,
-                                   cache_index=cache_index, cross_cache=cross,
-                                   encoder_mask=cross_mask, training=training)
-            new.append(tuple(layer_cache))
-        return self.final_norm(x), tuple(new)
+        x, new = decode_with_cache(self.blocks, x, cache, cache_index, cross_caches,
+                                   encoder_padding_mask, training, position_bias=bias)
+        return self.final_norm(x), new
 
     def compute_output_spec(self, x, *args, **kwargs):
         return keras.KerasTensor(x.shape, dtype=self.compute_dtype)
