@@ -226,3 +226,27 @@ def test_squad_command_as_text_to_text_with_t5(tmp_path):
     (out / "predictions.json").unlink()
     assert cli.main([*flags, "--do_predict", "--export_dir", "none"]) == 0
     assert json.loads((out / "predictions.json").read_text()) == preds
+
+
+def test_trim_batch_cuts_only_shared_padding():
+    """Text-to-text batches keep the longest input and target, rounded up: nothing real
+    is cut, labels follow the decoder."""
+    import tensorflow as tf
+
+    from kbert.tasks.text_to_text import trim_batch
+
+    enc_mask = np.zeros((2, 64), np.int32)
+    enc_mask[0, :37], enc_mask[1, :5] = 1, 1
+    dec_mask = np.zeros((2, 16), np.int32)
+    dec_mask[0, :3], dec_mask[1, :9] = 1, 1
+    x = {"encoder_token_ids": enc_mask * 7, "encoder_padding_mask": enc_mask,
+         "decoder_token_ids": dec_mask * 5, "decoder_padding_mask": dec_mask}
+    y = {"logits": np.where(dec_mask > 0, 4, -1)}
+    tx, ty = trim_batch(8)({k: tf.constant(v) for k, v in x.items()},
+                           {"logits": tf.constant(y["logits"])})
+    assert tx["encoder_token_ids"].shape == (2, 40) and tx["encoder_padding_mask"].shape == (2, 40)
+    assert tx["decoder_token_ids"].shape == (2, 16) and ty["logits"].shape == (2, 16)
+    assert int(tf.reduce_sum(tx["encoder_padding_mask"])) == 42
+    tx, ty = trim_batch(32)({k: tf.constant(v) for k, v in x.items()},
+                            {"logits": tf.constant(y["logits"])})
+    assert tx["encoder_token_ids"].shape == (2, 64) and ty["logits"].shape == (2, 16)

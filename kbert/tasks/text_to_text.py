@@ -101,12 +101,35 @@ def generate_texts(lm, tokenizer, inputs, input_length: int, max_new_tokens: int
     return out
 
 
+def trim_batch(multiple: int):
+    """(features, labels) -> the same, the encoder's inputs cut to the batch's longest
+    input and the decoder's inputs and labels to its longest target, each rounded up to
+    a multiple of `multiple` (rows are right-padded: nothing real is cut, and padded
+    positions are masked out of attention and the loss)."""
+    def length(mask):
+        seq = tf.shape(mask)[1]
+        longest = tf.reduce_max(tf.reduce_sum(tf.cast(tf.not_equal(mask, 0), tf.int32), 1))
+        return tf.clip_by_value((longest + multiple - 1) // multiple * multiple,
+                                tf.minimum(seq, multiple), seq)
+
+    def trim(x, y):
+        inputs = length(x["encoder_padding_mask"])
+        targets = length(x["decoder_padding_mask"])
+        x = {k: v[:, :inputs] if k.startswith("encoder_") else v[:, :targets]
+             for k, v in x.items()}
+        return x, {"logits": y["logits"][:, :targets]}
+
+    return trim
+
+
 def fine_tune(args, lm_class, make_data, examples: int, log_name: str) -> keras.Model:
     """The --init_from encoder-decoder trained on the arrays `make_data(model) -> (x, y)`
     as the training flags say (batch, epochs, learning rate with warmup and linear
-    decay, checkpoints, resumption), under --strategy."""
+    decay, checkpoints, resumption), under --strategy; batches trimmed of the padding
+    all their rows share (`trim_batch`; --trim_padding's multiple, 32 where the command
+    has no such flag; off on TPUs and with several workers)."""
     from kbert.models.metrics import Perplexity, lm_loss
-    from kbert.tasks.common import fit_options
+    from kbert.tasks.common import fit_options, trim_multiple
 
     runtime = training.Runtime.from_flags(args)
     batch = args.train_batch_size
@@ -121,6 +144,10 @@ def fine_tune(args, lm_class, make_data, examples: int, log_name: str) -> keras.
     x, y = make_data(model)
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
                                      training=True, seed=args.seed)
+    multiple = trim_multiple(getattr(args, "trim_padding", 32), runtime.strategy,
+                             args.max_seq_length)
+    if multiple:  # each batch cut to its longest input and target (rounded up)
+        data = data.map(trim_batch(multiple))
     logger.info("%s as text to text: %d examples, %d steps", log_name, examples, total_steps)
     training.fit(model, data, total_steps, steps_per_loop, **fit_options(args),
                  examples_per_step=batch,
