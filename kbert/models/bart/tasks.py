@@ -16,9 +16,9 @@ class DecoderInputs(keras.layers.Layer):
     behind the decoder start (`</s>`), as `shift_tokens_right`; its padding mask the
     encoder's, shifted the same way."""
 
-    def __init__(self, start_id: int, pad_id: int, **kwargs):
+    def __init__(self, start_id: int, **kwargs):
         super().__init__(**kwargs)
-        self.start_id, self.pad_id = int(start_id), int(pad_id)
+        self.start_id = int(start_id)
 
     def call(self, token_ids, padding_mask):
         ids, mask = ops.cast(token_ids, "int32"), ops.cast(padding_mask, "int32")
@@ -28,11 +28,11 @@ class DecoderInputs(keras.layers.Layer):
         return ids, mask
 
     def compute_output_spec(self, token_ids, padding_mask):
-        spec = keras.KerasTensor(token_ids.shape, dtype="int32")
-        return spec, keras.KerasTensor(token_ids.shape, dtype="int32")
+        return (keras.KerasTensor(token_ids.shape, dtype="int32"),
+                keras.KerasTensor(token_ids.shape, dtype="int32"))
 
     def get_config(self):
-        return {**super().get_config(), "start_id": self.start_id, "pad_id": self.pad_id}
+        return {**super().get_config(), "start_id": self.start_id}
 
 
 def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
@@ -45,7 +45,7 @@ def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
               for name in ("token_ids", "padding_mask")}
     ids, mask = inputs["token_ids"], inputs["padding_mask"]
     encoded = lm.encoder(lm.token_embedding(ids), mask)
-    decoder_ids, decoder_mask = DecoderInputs(c.decoder_start_token_id, c.pad_token_id,
+    decoder_ids, decoder_mask = DecoderInputs(c.decoder_start_token_id,
                                               name="decoder_inputs")(ids, mask)
     decoded = lm.decoder(lm.token_embedding(decoder_ids), decoder_mask, encoded, mask)
     head = TanhClassifierHead(1 if task.is_regression else task.num_labels, c.hidden_size,
