@@ -13,7 +13,10 @@ What is compared, for every GLUE config but the mnli_matched/mismatched aliases:
 TFDS label of an example with awkward texts (quotes, a tab-free backslash, CJK) gives
 the same input and target text through T5 and through kbert (kbert's label being the
 one its task maps that TFDS label to); STS-B at 104 scores (0 to 5 in steps of 0.05,
-half-way cases of the 0.2 rounding among them, and 3.7, 3.75, 2.31).
+half-way cases of the 0.2 rounding among them, and 3.7, 3.75, 2.31). And T5's `squad`
+preprocessor: the same input and target (the first answer) where the texts have no
+punctuation; with punctuation T5 pads it with spaces and kbert does not (on purpose,
+docs/t5.md), which the script prints.
 """
 
 from __future__ import annotations
@@ -71,6 +74,21 @@ def main(argv=None) -> int:
                 failures += 1
                 print(f"differ: {config.name} label {label}: kbert {mine!r}, T5 {want!r}")
         rows.append((config.name, same, len(labels), want[0][:60]))
+    from t5.data import preprocessors
+
+    squad_text, squad_target = family.hook("squad_text"), family.hook("squad_target")
+    for question, context, equal in (("who wrote it", "Anna wrote it in Paris", True),
+                                     ("Who wrote it?", "Anna wrote it, in Paris.", False)):
+        example = {"id": "a", "title": "t", "question": question, "context": context,
+                   "answers": {"text": ["Anna", "Anna"], "answer_start": [0, 0]}}
+        theirs = next(iter(preprocessors.squad(tf.data.Dataset.from_tensors(example))))
+        want = (theirs["inputs"].numpy().decode(), theirs["targets"].numpy().decode())
+        mine = (squad_text(question, context), squad_target([("Anna", 0), ("Anna", 0)]))
+        # T5 pads punctuation with spaces; kbert feeds the text as it is (docs/t5.md)
+        print(f"squad: T5 {want!r}, kbert {mine!r}")
+        if (mine == want) != equal:
+            failures += 1
+            print("differ: squad, unexpectedly")
     print("| TFDS config | same / compared | T5's input (first 60 characters) |")
     print("|---|---|---|")
     for name, same, total, example in rows:
