@@ -79,6 +79,14 @@ def atomic_file(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         raise
 
 
+def write_json(path: str | os.PathLike, obj, ensure_ascii: bool = False) -> None:
+    """Writes `obj` as indented JSON, atomically (`atomic_file`)."""
+    import json
+
+    with atomic_file(path) as f:
+        json.dump(obj, f, indent=2, ensure_ascii=ensure_ascii)
+
+
 def read_json(path: str | os.PathLike):
     """Loads a JSON file (a UTF-8 byte-order mark is skipped, as editors on Windows write
     one); malformed JSON is a ValueError naming the file, line and column."""

@@ -23,7 +23,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert import training
-from kbert.io import atomic_file
+from kbert.io import atomic_file, write_json
 from kbert.models import registry
 
 logger = logging.getLogger(__name__)
@@ -158,10 +158,6 @@ def fine_tune(args, lm_class, make_data, examples: int, log_name: str) -> keras.
     return model
 
 
-def _write_json(path, obj):
-    with atomic_file(path) as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False)
-
 
 def save_and_export(args, model, tokenizer, max_new_tokens: int, texts=(),
                     outputs=()) -> None:
@@ -254,7 +250,7 @@ def run_glue(args, task, train, dev: dict, test: dict, write_submission) -> dict
         metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
         suffix = "" if split in ("dev", "dev_matched") else "_mm"
         results.update({f"{k}{suffix}": v for k, v in metrics_.items()})
-    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    write_json(os.path.join(args.output_dir, "eval_results.json"), results)
     for split, examples in test.items():  # "ax": MNLI's model on the diagnostic set
         split_task = get_task("ax") if split == "ax" else task
         labels = predict(examples, split, split_task)
@@ -308,9 +304,9 @@ def run_squad(args, train_examples, dev_examples, dev_json) -> dict:
     outputs = generate_texts(model, tokenizer, texts, args.max_seq_length, out_length,
                              args.predict_batch_size)
     answers = {e.qid: o.strip() for e, o in zip(dev_examples, outputs)}
-    _write_json(os.path.join(args.output_dir, "predictions.json"), answers)
+    write_json(os.path.join(args.output_dir, "predictions.json"), answers)
     results = evaluate(dev_json, answers)
-    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    write_json(os.path.join(args.output_dir, "eval_results.json"), results)
     if args.export_dir:
         export(args, model, tokenizer, out_length, texts, outputs)
     return results

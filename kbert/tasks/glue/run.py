@@ -3,7 +3,6 @@ evaluate on dev, write test predictions in the GLUE submission format, export.""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -14,7 +13,7 @@ import tensorflow as tf
 from kbert import training
 from kbert.export import export_classifier
 from kbert.export.folder import export_variant, load_task_folder, save_task_folder
-from kbert.io import atomic_file
+from kbert.io import atomic_file, write_json
 from kbert.models import registry
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
                                 encoder_options, finish_adapters, fit_options, loop_steps,
@@ -127,10 +126,6 @@ def write_submission(path: str, task: GlueTask, examples, predictions) -> None:
                 prediction = f"{prediction:.3f}"
             f.write(f"{example.index}\t{prediction}\n")
 
-
-def _write_json(path, obj):
-    with atomic_file(path) as f:
-        json.dump(obj, f, indent=2)
 
 
 def _dev_splits(task):
@@ -282,7 +277,7 @@ def run(args) -> dict:
 
     finish_adapters(model, args)
     results = dev_metrics(model)
-    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    write_json(os.path.join(args.output_dir, "eval_results.json"), results, ensure_ascii=True)
     for split, examples in test.items():
         path = os.path.join(args.output_dir, task.submission[split])
         write_submission(path, task, examples, predict(
@@ -299,7 +294,8 @@ def run(args) -> dict:
         model, variant = export_variant(model, args.quantize, args.dtype)
         if variant:  # the export's own figures: its model on the dev sets
             results.update(dev_metrics(model, prefix=f"{variant}_"))
-            _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+            write_json(os.path.join(args.output_dir, "eval_results.json"), results,
+                       ensure_ascii=True)
         export_classifier(model, tokenizer, args.export_dir, **settings)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
     return results

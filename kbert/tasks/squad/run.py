@@ -3,7 +3,6 @@ prediction, evaluation. Everything is validated before training starts."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -13,7 +12,7 @@ import tensorflow as tf
 from kbert import training
 from kbert.export import export_squad
 from kbert.export.folder import export_variant, load_task_folder, save_task_folder
-from kbert.io import atomic_file
+from kbert.io import write_json
 from kbert.models.interface import find_encoder
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
                                 encoder_options, finish_adapters, fit_options, loop_steps,
@@ -30,10 +29,6 @@ logger = logging.getLogger(__name__)
 # A BERT small enough to train on the bundled sample in minutes on a CPU.
 DEMO_CONFIG = dict(hidden_size=128, num_layers=2, num_heads=4, intermediate_size=512)
 
-
-def _write_json(path, obj):
-    with atomic_file(path) as f:
-        json.dump(obj, f, indent=2, ensure_ascii=False)
 
 
 def load_data(args):
@@ -65,8 +60,8 @@ def load_data(args):
     data = make_sample(args.sample_paragraphs, args.seed, args.version_2_with_negative)
     dev = dict(data, data=data["data"][::6])
     train = dict(data, data=[a for i, a in enumerate(data["data"]) if i % 6])
-    _write_json(os.path.join(args.output_dir, "sample_train.json"), train)
-    _write_json(os.path.join(args.output_dir, "sample_dev.json"), dev)
+    write_json(os.path.join(args.output_dir, "sample_train.json"), train)
+    write_json(os.path.join(args.output_dir, "sample_dev.json"), dev)
     return read_squad(train, strict=True), read_squad(dev, strict=True), dev
 
 
@@ -146,7 +141,7 @@ def run(args) -> dict:
     predict_and_evaluate = dev_scorer(args, tokenizer, dev_examples, dev_json, feature_args)
     predictions, results = predict_and_evaluate(model)
     predictions.write(args.output_dir)
-    _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    write_json(os.path.join(args.output_dir, "eval_results.json"), results)
     if args.export_dir:
         model, variant = export_variant(model, args.quantize, args.dtype)
         if variant:  # the export's own figures: its model on the same data
@@ -154,7 +149,7 @@ def run(args) -> dict:
             logger.info("%s export: %s", variant, ", ".join(
                 f"{k} {v:.2f}" for k, v in figures.items() if isinstance(v, float)))
             results.update({f"{variant}_{k}": v for k, v in figures.items()})
-            _write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+            write_json(os.path.join(args.output_dir, "eval_results.json"), results)
         export_squad(model, tokenizer, args.export_dir, **settings)
         _check_export(args.export_dir, dev_examples, predictions)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
