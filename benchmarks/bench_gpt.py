@@ -28,9 +28,9 @@
    bias fused into the product (XLA:CPU's own loop), with the bias apart (what kbert's
    decoding compiles to, `kbert.layers.dense`), with kernels stored [out, in] and the
    bias apart, and PyTorch's `addmm` chain; then with int8 kernels: Keras' int8 `Dense`
-   product (the row quantized to int8, int8 x int8 summed in int32, rescaled), the int8
-   kernel widened to float32 before a float product, and PyTorch's `quantize_dynamic`
-   `Linear`.
+   product (the row quantized to int8, int8 x int8 summed in int32, rescaled), the same
+   with the int8 kernels stored [out, in] (`transpose_b`), the int8 kernel widened to
+   float32 before a float product, and PyTorch's `quantize_dynamic` `Linear`.
 6. `--only quantized`: greedy generation with float32, int8 (`model.quantize("int8")`)
    and bfloat16 (`from_pretrained(dtype="bfloat16")`) weights in kbert, against Hugging
    Face's PyTorch GPT-2 in float32 and in PyTorch's own int8 (`torch_int8`).
@@ -300,15 +300,20 @@ def bench_products(config: kbert.GPTConfig, rounds: int) -> dict:
     scales = [np.abs(k).max(axis=0) / 127 for k in kernels]
     tf_int8 = [tf.Variable(np.round(k / s).astype("int8")) for k, s in zip(kernels, scales)]
     tf_scales = [tf.Variable(s.astype("float32")) for s in scales]
+    tf_int8_t = [tf.Variable(np.ascontiguousarray(v.numpy().T)) for v in tf_int8]
     x0 = tf.ones((1, h))
 
     def product(mode, x, i):
         if mode == "transposed":
             return tf.matmul(x, tf_transposed[i], transpose_b=True)
-        if mode == "int8":  # Keras' int8 Dense: the input quantized per row, int32 sums
+        if mode in ("int8", "int8_out_in"):  # Keras' int8 Dense: the input quantized
+            # per row, int32 sums; "int8_out_in": the same kernel stored [out, in]
             amax = tf.reduce_max(tf.abs(x), axis=-1, keepdims=True) / 127 + 1e-9
             xq = tf.cast(tf.round(x / amax), tf.int8)
-            y = tf.matmul(xq, tf_int8[i], output_type=tf.int32)
+            if mode == "int8":
+                y = tf.matmul(xq, tf_int8[i], output_type=tf.int32)
+            else:
+                y = tf.matmul(xq, tf_int8_t[i], transpose_b=True, output_type=tf.int32)
             return tf.cast(y, tf.float32) * amax * tf_scales[i]
         if mode == "weight_only":  # int8 kernel widened to float32, a float product
             return tf.matmul(x, tf.cast(tf_int8[i], tf.float32)) * tf_scales[i]
@@ -353,6 +358,7 @@ def bench_products(config: kbert.GPTConfig, rounds: int) -> dict:
 
     seconds = median_seconds({"fused": chain("fused"), "apart": chain("apart"),
                               "transposed": chain("transposed"), "int8": chain("int8"),
+                              "int8_out_in": chain("int8_out_in"),
                               "weight_only": chain("weight_only"), "torch": run_torch,
                               "torch_int8": run_torch_int8}, rounds, repeat=10)
     return {name: t * 1e3 for name, t in seconds.items()}
@@ -506,10 +512,12 @@ def main(argv=None):
                                 for k in ("fused", "apart", "transposed", "torch")) + " |",
               flush=True)
         print(f"\nint8 kernels ({weights / 4:.2f} GB), ms (GB/s of int8 kernels read)\n")
-        print("| XLA, Keras' int8 Dense (int8 x int8 -> int32) | XLA, int8 widened to "
-              "float32 | PyTorch `quantize_dynamic` |\n|---|---|---|")
+        print("| XLA, Keras' int8 Dense (int8 x int8 -> int32) | XLA, the same, kernels "
+              "[out, in] | XLA, int8 widened to float32 | PyTorch `quantize_dynamic` |\n"
+              "|---|---|---|---|")
         print("| " + " | ".join(f"{r[k]:.1f} ({weights / 4 / r[k] * 1e3:.0f})"
-                                for k in ("int8", "weight_only", "torch_int8")) + " |",
+                                for k in ("int8", "int8_out_in", "weight_only", "torch_int8"))
+              + " |",
               flush=True)
     if args.only in (None, "train"):
         config = (kbert.GPTConfig.preset("gpt2", hidden_size=256, num_layers=4, num_heads=4,
