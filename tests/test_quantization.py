@@ -172,3 +172,41 @@ def test_int8_embeddings_export_is_a_third_of_float(tmp_path, minilm_dir):
     a, b = float32[real], got[real]
     cosine = (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
     assert cosine.mean() >= 0.99, cosine.mean()
+
+
+def test_quantizing_runs_one_garbage_collection_not_one_per_kernel(tmp_path, monkeypatch):
+    """Keras' `Layer.__delattr__` runs a full `gc.collect()` for each variable a layer
+    drops (each float kernel, when quantizing); kbert's quantize paths run one for the
+    whole model (`internals.one_gc_collect`), and `gc.collect` is Python's own again
+    afterwards. The float kernels are still freed at once (reference counting)."""
+    import gc
+    import weakref
+
+    calls = []
+
+    def counting(generation=2):
+        calls.append(generation)
+        return 0
+
+    monkeypatch.setattr(gc, "collect", counting)
+    lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset("tiny"))
+    dense = [layer for layer in lm._flatten_layers() if isinstance(layer, Dense)]
+    assert len(dense) > 4
+    floats = [weakref.ref(layer._kernel) for layer in dense]
+    lm.quantize("int8")
+    assert calls == [2]  # one full collection, at the end
+    assert gc.collect is counting
+    assert all(ref() is None for ref in floats)
+    # Keras' own path, for comparison: a collection per dropped kernel.
+    keras_dense = keras.layers.Dense(3)
+    keras_dense.build((None, 4))
+    keras_dense.quantize("int8")
+    assert calls == [2, 2]
+    # Loading with quantize="int8" (kernels quantized as they load): one for the load.
+    lm = kbert.GPTLanguageModel(kbert.GPTConfig.preset("tiny"))
+    lm.save_pretrained(tmp_path / "float")
+    del calls[:]
+    loaded = kbert.GPTLanguageModel.from_pretrained(tmp_path / "float", load_tokenizer=False,
+                                                    quantize="int8")
+    assert loaded.quantization_mode_of_layers() == "int8"
+    assert calls == [2]

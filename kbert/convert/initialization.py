@@ -27,6 +27,8 @@ import contextlib
 import contextvars
 from typing import Iterator
 
+from kbert import internals
+
 _active: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "kbert_deferred_initializers", default=None)
 _installed = False
@@ -80,14 +82,17 @@ def deferred(quantize: str | None = None) -> Iterator[None]:
     _install()
     pending = _Record(quantize)
     token = _active.set(pending)
-    try:
-        yield
-    finally:
-        _active.reset(token)
-    for var, initializer in pending.values():
-        var.assign(initializer(var.shape, dtype=var.dtype))
-    for layer in pending.layers.values():
-        layer.quantize(quantize)
+    # Quantizing while loading drops each float kernel: one garbage collection for the
+    # whole load, not one per kernel (internals.one_gc_collect).
+    with internals.one_gc_collect() if quantize else contextlib.nullcontext():
+        try:
+            yield
+        finally:
+            _active.reset(token)
+        for var, initializer in pending.values():
+            var.assign(initializer(var.shape, dtype=var.dtype))
+        for layer in pending.layers.values():
+            layer.quantize(quantize)
 
 
 def built(model) -> None:

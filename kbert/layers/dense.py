@@ -50,5 +50,8 @@ class Dense(keras.layers.Dense):
     def quantize(self, mode=None, type_check=True, config=None):
         """Keras' own quantization of `Dense` (int8, int4, float8, ...): kbert's `Dense`
         is Keras' with another `call`, so Keras' refusal of subclasses does not apply
-        (`model.quantize(mode)` and loading a quantized `.keras` both call this)."""
-        return super().quantize(mode, type_check=False, config=config)
+        (`model.quantize(mode)` and loading a quantized `.keras` both call this).
+        Without Keras' full garbage collection per dropped kernel
+        (`internals.one_gc_collect`)."""
+        with internals.one_gc_collect():
+            return super().quantize(mode, type_check=False, config=config)

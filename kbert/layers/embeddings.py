@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from kbert import internals
 from kbert.layers.initializers import initializer_from, serialize_initializer
 
 
@@ -62,7 +63,8 @@ class TokenEmbedding(keras.layers.Embedding):
             raise NotImplementedError(
                 f"{self.name}: quantize({mode!r}) is not supported for a token table that "
                 "is also the output layer; use 'int8'")
-        return super().quantize(mode, type_check=False, config=config)
+        with internals.one_gc_collect():  # see kbert.layers.dense
+            return super().quantize(mode, type_check=False, config=config)
 
 
 @keras.saving.register_keras_serializable(package="kbert")

@@ -6,7 +6,7 @@ import importlib
 import os
 from typing import ClassVar
 
-from kbert import hub
+from kbert import hub, internals
 
 
 class Pretrained:
@@ -253,7 +253,9 @@ class Quantizable:
         if refusing is not None:
             raise NotImplementedError(f"{type(refusing).__name__}: quantize({mode!r}): "
                                       f"{refusing.quantize_refusal}")
-        with warnings.catch_warnings(record=True) as caught:
+        # One garbage collection for the model, not one per dropped kernel (see
+        # internals.one_gc_collect).
+        with warnings.catch_warnings(record=True) as caught, internals.one_gc_collect():
             warnings.simplefilter("always")
             keras.Model.quantize(self, mode, config=config, filters=filters, **kwargs)
         if filters is None:
