@@ -43,6 +43,20 @@ def _seed():
     np.random.seed(1234)
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _collect_after_each_file():
+    """A full garbage collection after each test file. A worker runs many files in one
+    process, and Python's automatic full collections grow rarer as its heap grows;
+    models are freed only by the cyclic collector (a model that generated holds its
+    compiled functions, which hold it). Keras used to collect in every quantizing test
+    (one `gc.collect()` per dropped kernel); kbert now collects once per quantize
+    (`internals.one_gc_collect`)."""
+    yield
+    import gc
+
+    gc.collect()
+
+
 def odd_config(**overrides):
     """Distinct odd sizes (as in google-research/bert's tests) so a swapped axis fails."""
     from kbert import BertConfig

@@ -83,7 +83,6 @@ import contextlib
 import dataclasses
 import logging
 import random
-import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -844,13 +843,22 @@ def _build(lm, setting: Setting):
     return decode
 
 
-# The compiled decoding functions of each model, by setting (a model's entry goes with it).
-_FUNCTIONS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_FUNCTIONS_ATTRIBUTE = "_kbert_decoding_functions"
 
 
 def compiled_functions(lm) -> dict:
-    """The decoding functions built for `lm` so far, by `Setting.key()`."""
-    return _FUNCTIONS.setdefault(lm, {})
+    """The decoding functions built for `lm` so far, by `Setting.key()`.
+
+    Kept on the model itself, so they go with it. (A table keyed weakly by the model,
+    as before 2026-12-03, kept every model that had generated alive for the life of the
+    process: its functions reference the model. A test process held 670,000 graph
+    operations of such models and was killed for memory.) Set past Keras' and
+    TensorFlow's attribute tracking, so that neither saves them with the model."""
+    functions = vars(lm).get(_FUNCTIONS_ATTRIBUTE)
+    if functions is None:
+        functions = {}
+        object.__setattr__(lm, _FUNCTIONS_ATTRIBUTE, functions)
+    return functions
 
 
 def generate_function(lm, sampler="greedy", temperature=1.0, top_k=None, top_p=None,
