@@ -851,9 +851,9 @@ def compiled_functions(lm) -> dict:
 
     Kept on the model itself, so they go with it. (A table keyed weakly by the model,
     as before 2026-12-03, kept every model that had generated alive for the life of the
-    process: its functions reference the model. A test worker killed for memory still
-    held eleven of them.) Set past Keras' and
-    TensorFlow's attribute tracking, so that neither saves them with the model."""
+    process: its functions reference the model. A test worker at 9.3 GB held eleven of
+    them after their tests.) Set past Keras' and TensorFlow's attribute tracking, so
+    that neither saves them with the model."""
     functions = vars(lm).get(_FUNCTIONS_ATTRIBUTE)
     if functions is None:
         functions = {}
