@@ -131,11 +131,15 @@ def aligned_bytes(size: int, alignment: int = 64) -> np.ndarray:
     kernels expect of a buffer a variable takes over). A large buffer is its own
     anonymous memory map, so that freeing it gives the memory back to the system at
     once (from the C heap, a freed 16 MB kernel stays in the process: after an int8
-    load, that was the whole float model)."""
+    load, that was the whole float model). Its pages are made present when it is
+    mapped (`MAP_POPULATE`: one call into the kernel instead of a fault per 4 KB page;
+    the callers fill every byte at once). GPT-2 medium's float32 `from_pretrained`:
+    2.4 s with it, 3.0 s without (medians of 4 fresh processes, 2026-12-03)."""
     if size >= _OWN_MAP_BYTES:
         import mmap
 
-        return np.frombuffer(mmap.mmap(-1, size), dtype=np.uint8)  # page-aligned
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
+        return np.frombuffer(mmap.mmap(-1, size, flags=flags), dtype=np.uint8)  # page-aligned
     raw = np.empty(size + alignment, dtype=np.uint8)
     skip = -raw.ctypes.data % alignment
     return raw[skip: skip + size]
