@@ -178,6 +178,18 @@ def test_compare_results_catches_differences():
     shaped = [{"x": {"dtype": "float32", "shape": [1, 2], "value": [1.0, 2.0]},
                "s": a[0]["s"]}]
     assert "float32 [2] != float32 [1, 2]" in compare_results(a, shaped)[0]
+    # Per request (a batch of several signatures' requests): values compared where true.
+    assert compare_results(a + a, other + other, values=[False, True]) == [
+        "request 1, s[0]: 'a' (tf.saved_model.load) != 'b' (C++ loader)"]
+
+
+def test_one_signature_name_for_all_requests_or_one_per_request():
+    from kbert.export.check import _signature_names
+
+    assert _signature_names("classify", [{}, {}]) == "classify"
+    assert _signature_names(["a", "serving_default"], [{}, {}]) == "a,serving_default"
+    with pytest.raises(ValueError, match="^1 signature names for 2 requests$"):
+        _signature_names(["a"], [{}, {}])
 
 
 def test_the_wire_format_reader_reads_nested_maps_and_unknown_dims():

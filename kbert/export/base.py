@@ -199,13 +199,15 @@ def write_export(modules: list[ServingModule], signatures: dict, export_dir: str
             raise ops_lib.UnsupportedOpError(str(e).replace(tmp, export_dir)) from None
         # The warmup requests through TF Serving's own loader, as the server replays
         # them at load: an export it cannot run is never moved into place.
-        from kbert.export.check import ServingLoaderError, run_c_loader
+        from kbert.export.check import ServingLoaderError, note_served, run_c_loader
 
-        for name in dict.fromkeys(name for name, _ in warmup):
-            try:
-                run_c_loader(tmp, [r for n, r in warmup if n == name], name)
-            except ServingLoaderError as e:
-                raise ServingLoaderError(str(e).replace(tmp, export_dir)) from None
+        names, requests = [name for name, _ in warmup], [r for _, r in warmup]
+        try:  # every signature's requests after one load
+            if warmup:
+                served = run_c_loader(tmp, requests, names)["results"]
+                note_served(export_dir, names, requests, served)
+        except ServingLoaderError as e:
+            raise ServingLoaderError(str(e).replace(tmp, export_dir)) from None
     return export_dir
 
 

@@ -15,7 +15,8 @@ protobuf wire-format reader below), so what it shows is what the C++ runtime doe
     python c_loader.py EXPORT_DIR REQUESTS.json OUT.json [--signature serving_default]
 
 REQUESTS.json: a list of {input name: [value, ...]} (a batch each: strings, {"b64": ...}
-for bytes, or numbers for the signature's numeric inputs).
+for bytes, or numbers for the signature's numeric inputs). `--signature A,B,...`: one
+signature name per request, each run by its own (one load for several signatures).
 OUT.json: {"signatures": {name: {"inputs": {...}, "outputs": {...}}},
            "results": [{output: {"dtype", "shape", "value" (flat list)}}],
            "error": null or one line (the first failure: loading or a request)}
@@ -364,12 +365,15 @@ def main(argv=None) -> int:
     export_dir, requests_file, out_file = argv
     with open(requests_file, encoding="utf-8") as f:
         requests = json.load(f)
+    names = signature.split(",")
     report = {"signatures": {}, "results": [], "error": None}
     try:
+        if len(names) not in (1, len(requests)):
+            raise ServingError(f"{len(names)} signature names for {len(requests)} requests")
         served = Served(export_dir)
         report["signatures"] = served.signatures
-        for request in requests:
-            report["results"].append(served.run(request, signature))
+        for n, request in enumerate(requests):
+            report["results"].append(served.run(request, names[n % len(names)]))
         served.close()
     except ServingError as e:
         report["error"] = first_line(str(e))

@@ -11,12 +11,15 @@ two must give the same answers.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+from typing import Iterator
 
 from kbert.export import ops as ops_lib
 
@@ -31,12 +34,14 @@ before = set(sys.modules)  # tensorflow_text itself imports tf.keras
 export_dir, requests_file, out_file, signature = sys.argv[1:5]
 with open(requests_file, encoding="utf-8") as f:
     requests = json.load(f)
-fn = tf.saved_model.load(export_dir).signatures[signature]
-dtypes = {k: spec.dtype for k, spec in fn.structured_input_signature[1].items()}
+names = signature.split(",")  # one for all requests, or one per request
+loaded_signatures = tf.saved_model.load(export_dir).signatures
 results = []
 def value(v):
     return base64.b64decode(v["b64"]) if isinstance(v, dict) else v
-for request in requests:
+for n, request in enumerate(requests):
+    fn = loaded_signatures[names[n % len(names)]]
+    dtypes = {k: spec.dtype for k, spec in fn.structured_input_signature[1].items()}
     out = fn(**{k: tf.constant([value(x) for x in v], dtypes[k]) for k, v in request.items()})
     item = {}
     for k, v in out.items():
@@ -54,6 +59,42 @@ with open(out_file, "w", encoding="utf-8") as f:
 
 
 C_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c_loader.py")
+
+# export dir -> (signature names, requests, the C++ loader's results) of exports written
+# inside `keep_served()`.
+_SERVED: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
+    "kbert_served_warmup", default=None)
+
+
+@contextlib.contextmanager
+def keep_served() -> Iterator[dict]:
+    """Inside, each export written keeps what TF Serving's C++ loader answered to its
+    warmup requests before the export was moved into place, so that `check` of it
+    right after (`python -m kbert.export`) compares those answers with the Python
+    loader's instead of loading it in the C++ loader a second time."""
+    kept: dict = {}
+    token = _SERVED.set(kept)
+    try:
+        yield kept
+    finally:
+        _SERVED.reset(token)
+
+
+def note_served(export_dir: str, names: list[str], requests: list[dict],
+                results: list[dict]) -> None:
+    """Called by the exporter: the C++ loader's `results` for `requests` (kept only
+    inside `keep_served()`)."""
+    kept = _SERVED.get()
+    if kept is not None:
+        kept[os.path.realpath(export_dir)] = (list(names), json.loads(json.dumps(requests)),
+                                              results)
+
+
+def _kept_results(export_dir: str, names: list[str], requests: list[dict]):
+    kept = (_SERVED.get() or {}).get(os.path.realpath(export_dir))
+    if kept is not None and kept[:2] == (names, json.loads(json.dumps(requests))):
+        return kept[2]
+    return None
 TOLERANCE = 1e-5  # numbers of the two loaders agree within this (absolute and relative)
 
 
@@ -67,14 +108,25 @@ def _fresh_env() -> dict:
     return env
 
 
+def _signature_names(signature: str | list[str], requests: list[dict]) -> str:
+    """The scripts' signature argument: one name for every request, or a list of one
+    name per request (several signatures answered after one load)."""
+    if isinstance(signature, str):
+        return signature
+    if len(signature) != len(requests):
+        raise ValueError(f"{len(signature)} signature names for {len(requests)} requests")
+    return ",".join(signature)
+
+
 def _python_fresh(export_dir: str, requests: list[dict], timeout: float,
-                  signature: str = "serving_default") -> dict:
+                  signature: str | list[str] = "serving_default") -> dict:
     with tempfile.TemporaryDirectory(prefix="kbert-check-") as tmp:
         req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
         with open(req, "w", encoding="utf-8") as f:
             json.dump(requests, f, ensure_ascii=False)
         proc = subprocess.run([sys.executable, "-c", _FRESH, os.path.abspath(export_dir), req,
-                               out, signature], capture_output=True, text=True, timeout=timeout,
+                               out, _signature_names(signature, requests)],
+                              capture_output=True, text=True, timeout=timeout,
                               env=_fresh_env(), cwd=tmp)
         if proc.returncode != 0:
             raise RuntimeError(f"{export_dir}: the fresh process failed "
@@ -95,8 +147,8 @@ def _describe_failure(export_dir: str, error: str) -> str:
     return f"{export_dir}: TF Serving's C++ loader failed: {error}"
 
 
-def run_c_loader(export_dir: str, requests: list[dict], signature: str = "serving_default",
-                 timeout: float = 600) -> dict:
+def run_c_loader(export_dir: str, requests: list[dict],
+                 signature: str | list[str] = "serving_default", timeout: float = 600) -> dict:
     """Runs `requests` as `tensorflow_model_server` does: TensorFlow's C++ SavedModel
     loader (`TF_LoadSessionFromSavedModel`) and `Session::Run` on the SignatureDef's
     tensor names, in a fresh process that imports no TensorFlow Python (`c_loader.py`,
@@ -108,7 +160,8 @@ def run_c_loader(export_dir: str, requests: list[dict], signature: str = "servin
         with open(req, "w", encoding="utf-8") as f:
             json.dump(requests, f, ensure_ascii=False)
         proc = subprocess.run([sys.executable, C_LOADER, os.path.abspath(export_dir), req, out,
-                               "--signature", signature], capture_output=True, text=True,
+                               "--signature", _signature_names(signature, requests)],
+                              capture_output=True, text=True,
                               timeout=timeout, env=_fresh_env(), cwd=tmp)
         if not os.path.exists(out):
             raise ServingLoaderError(f"{export_dir}: the C++ loader process failed (exit "
@@ -152,10 +205,14 @@ def _deterministic_requests(requests: list[dict]) -> bool:
                for t, s in zip(request.get("temperature", []), request.get("seed", [])))
 
 
-def compare_results(python: list[dict], served: list[dict], values: bool = True) -> list[str]:
+def compare_results(python: list[dict], served: list[dict],
+                    values: bool | list[bool] = True) -> list[str]:
     """Differences between two loaders' answers: outputs, dtypes and shapes equal;
-    strings equal and numbers within TOLERANCE when `values`. [] when they agree."""
+    strings equal and numbers within TOLERANCE when `values` (or, a list, when that
+    request's entry is true). [] when they agree."""
     problems = []
+    if isinstance(values, bool):
+        values = [values] * len(python)
     for n, (a, b) in enumerate(zip(python, served)):
         if sorted(a) != sorted(b):
             problems.append(f"request {n}: outputs {sorted(a)} != {sorted(b)}")
@@ -165,7 +222,7 @@ def compare_results(python: list[dict], served: list[dict], values: bool = True)
             if x["dtype"] != y["dtype"] or x["shape"] != y["shape"]:
                 problems.append(f"request {n}, {key}: {x['dtype']} {x['shape']} != "
                                 f"{y['dtype']} {y['shape']}")
-            elif values:
+            elif values[n]:
                 for i, (u, v) in enumerate(zip(x["value"], y["value"])):
                     if isinstance(u, str) or isinstance(u, bool) or u is None:
                         same = u == v
@@ -181,9 +238,9 @@ def compare_results(python: list[dict], served: list[dict], values: bool = True)
 
 
 def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600,
-              signature: str = "serving_default") -> dict:
-    """Calls `signature` on each request (input name -> list of str, or of numbers for
-    a numeric input) twice, each
+              signature: str | list[str] = "serving_default") -> dict:
+    """Calls `signature` (or a list of one signature name per request) on each request
+    (input name -> list of str, or of numbers for a numeric input) twice, each
     in a fresh process: through `tf.saved_model.load` with only `tensorflow` and
     `tensorflow_text` imported, and through TF Serving's C++ loader (`run_c_loader`).
     The two must agree (strings equal, numbers within TOLERANCE; for a generate export
@@ -192,10 +249,14 @@ def run_fresh(export_dir: str, requests: list[dict], timeout: float = 600,
     loader's, which equal the Python ones), "python_results": the Python loader's,
     "modules": [kbert/keras/torch modules that loading and calling the model
     imported]}."""
+    names = [signature] * len(requests) if isinstance(signature, str) else list(signature)
     report = _python_fresh(export_dir, requests, timeout, signature)
-    served = run_c_loader(export_dir, requests, signature, timeout=timeout)["results"]
-    deterministic = (_deterministic(export_dir) if signature == "serving_default" else
-                     _deterministic_requests(requests))
+    served = _kept_results(export_dir, names, requests)
+    if served is None:
+        served = run_c_loader(export_dir, requests, signature, timeout=timeout)["results"]
+    deterministic = [_deterministic(export_dir) if name == "serving_default" else
+                     _deterministic_requests([request])
+                     for name, request in zip(names, requests)]
     problems = compare_results(report["results"], served, deterministic)
     if problems:
         raise ServingLoaderError(f"{export_dir}: TF Serving's C++ loader answers otherwise "
@@ -272,21 +333,21 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
     except FileNotFoundError as e:
         out(f"  ERROR: {e}")
         return False
-    for signature in dict.fromkeys(name for name, _ in requests):
-        batch_requests = [r for name, r in requests if name == signature]
-        try:
-            report = run_fresh(export_dir, batch_requests, signature=signature)
-        except RuntimeError as e:  # either process failed, or the loaders disagree
-            out(f"  ERROR: {e}")
-            return False
+    # Every signature's requests after one load by each loader.
+    try:
+        report = run_fresh(export_dir, [r for _, r in requests],
+                           signature=[name for name, _ in requests])
+    except RuntimeError as e:  # either process failed, or the loaders disagree
+        out(f"  ERROR: {e}")
+        return False
+    for (signature, request), result in zip(requests, report["results"]):
         named = "" if signature == "serving_default" else f" ({signature})"
-        for request, result in zip(batch_requests, report["results"]):
-            batch = len(next(iter(request.values())))
-            shapes = ", ".join(f"{k} {v['shape']}" for k, v in sorted(result.items()))
-            out(f"  warmup request{named}, batch {batch}: {shapes}")
-        if report["modules"]:
-            ok = False
-            out(f"  ERROR: the fresh process loaded {report['modules']}")
+        batch = len(next(iter(request.values())))
+        shapes = ", ".join(f"{k} {v['shape']}" for k, v in sorted(result.items()))
+        out(f"  warmup request{named}, batch {batch}: {shapes}")
+    if report["modules"]:
+        ok = False
+        out(f"  ERROR: the fresh process loaded {report['modules']}")
     out(f"  {'OK' if ok else 'FAILED'}: {len(requests)} warmup requests answered by TF "
         "Serving's C++ SavedModel loader (no TensorFlow Python), the same as by "
         "tf.saved_model.load in a fresh process with only tensorflow and tensorflow_text "
