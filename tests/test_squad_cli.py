@@ -125,12 +125,15 @@ def test_tfds_offline_is_a_clear_error(tmp_path, monkeypatch):
         cli.main(["--tfds", "--output_dir", str(tmp_path)])
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.subprocess
 def test_the_demo_command_reaches_em_and_f1_95(tmp_path):
     """`make demo` itself (`python -m kbert.tasks.squad --output_dir ...`, every other
     flag at its default) in a fresh process: the README's and the SQuAD page's figures,
-    EM and F1 of at least 95 on the held-out questions (about 5 minutes). Then the
+    EM and F1 of at least 95 on the held-out questions (about 5 minutes; 10 with the
+    exports below, the longest test: `make test-all`, with test_small_end_to_end_run
+    the same command on a smaller sample in `make test`). Then the
     run exported with `--quantize int8` and with `--dtype bfloat16`: through TF Serving's
     C++ loader, the three exports answer the 600 held-out questions, and the int8 and
     bfloat16 ones' EM is within 1 point of the float32 one's."""
