@@ -172,14 +172,66 @@ def check_writable_folder(folder: str, flag: str, given: str) -> None:
                          f"({e.strerror or e})") from None
 
 
+def check_training_values(args) -> None:
+    """The training flags that a value alone makes wrong (batch sizes, steps, epochs,
+    checkpoints kept, LoRA and evaluation settings; a flag the command lacks is
+    skipped). `run_command` checks them right after parsing, before TensorFlow is
+    imported, so that such a mistake is answered at once."""
+    for flag in ("train_batch_size", "predict_batch_size"):
+        if getattr(args, flag, 1) < 1:
+            raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
+    for flag in ("steps_per_loop", "steps_per_execution"):
+        if getattr(args, flag, 1) < 1:
+            raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
+    loop, execution = getattr(args, "steps_per_loop", 1), getattr(args, "steps_per_execution", 1)
+    if loop % execution:
+        raise UsageError(f"--steps_per_loop {loop}: must be a multiple of "
+                         f"--steps_per_execution {execution} (Keras runs whole executions)")
+    if getattr(args, "keep_checkpoints", 0) < 0:
+        raise UsageError(f"--keep_checkpoints {args.keep_checkpoints}: must be 0 or more")
+    rank = getattr(args, "lora_rank", 0)
+    if rank < 0:
+        raise UsageError(f"--lora_rank {rank}: must be 0 (off) or more")
+    if rank and not getattr(args, "init_from", None):
+        raise UsageError(f"--lora_rank {rank}: adapts a pretrained encoder; give --init_from")
+    if rank and getattr(args, "freeze_encoder", False):
+        raise UsageError(f"--lora_rank {rank}: --freeze_encoder trains no encoder weight at "
+                         "all; give one of them")
+    for flag in ("lora_alpha", "lora_targets"):
+        if getattr(args, flag, None) is not None and not rank:
+            raise UsageError(f"--{flag}: goes with --lora_rank")
+    strategy = getattr(args, "eval_strategy", "no")
+    if getattr(args, "eval_steps", None) is not None and strategy != "steps":
+        raise UsageError(f"--eval_steps {args.eval_steps}: goes with --eval_strategy steps")
+    if strategy == "steps" and not (args.eval_steps or 0) >= 1:
+        raise UsageError("--eval_strategy steps: give --eval_steps (at least 1)")
+    patience = getattr(args, "early_stopping_patience", 0)
+    if patience < 0:
+        raise UsageError(f"--early_stopping_patience {patience}: must be 0 or more")
+    if strategy == "no":
+        for flag in ("early_stopping_patience", "metric_for_best_model"):
+            if getattr(args, flag, None):
+                raise UsageError(f"--{flag}: needs --eval_strategy epoch or steps")
+    epochs = getattr(args, "num_train_epochs", None)
+    if epochs is not None and not epochs > 0:
+        raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")
+
+
 def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):
-    """Parses `argv`, validates (`validate(args)`), runs `run(args)` and returns its
+    """Parses `argv`, checks the training flags' values (`check_training_values`, before
+    TensorFlow is imported), validates (`validate(args)`), runs `run(args)` and returns its
     result. Expected failures print one line, `error: ...` (exit status 2 for flags,
     1 for data), with a traceback only under --verbose; an interrupted run says where
     its last checkpoint is; an output folder the command created is removed when the
     run fails before writing anything into it."""
     args = parser.parse_args(argv)
     flags = dict(vars(args))  # as given, before defaults that depend on other flags
+    try:
+        check_training_values(args)
+    except UsageError as e:
+        if args.verbose:
+            raise
+        parser.exit(2, f"error: {e}\n")
     # TensorFlow is imported after parsing (so --help and flag errors need none of it),
     # with its start-up lines kept off the terminal unless --verbose.
     from kbert import _startup

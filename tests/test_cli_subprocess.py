@@ -198,3 +198,31 @@ def test_help_is_answered_before_tensorflow_is_imported():
     export = procs[COMMANDS.index(["kbert.export"])].stdout
     for flag in ("--sampler", "--temperature", "--top_p"):
         assert len(export.split(flag, 1)[1].split("\n  --", 1)[0].split()) > 4, flag
+
+
+@pytest.mark.parametrize("command, flags, line", [
+    (["kbert.tasks.glue", "--task", "sst2"], ["--train_batch_size", "0"],
+     "error: --train_batch_size 0: must be at least 1"),
+    (["kbert.tasks.squad"], ["--num_train_epochs", "0"],
+     "error: --num_train_epochs 0.0: must be more than 0"),
+    (["kbert.tasks.ner"], ["--lora_rank", "2"],
+     "error: --lora_rank 2: adapts a pretrained encoder; give --init_from"),
+    (["kbert.tasks.pretrain", "--model", "bert"], ["--steps_per_loop", "6",
+                                                   "--steps_per_execution", "4"],
+     "error: --steps_per_loop 6: must be a multiple of --steps_per_execution 4 (Keras runs "
+     "whole executions)"),
+])
+def test_a_wrong_training_value_is_answered_before_tensorflow_is_imported(
+        tmp_path, command, flags, line):
+    """Batch sizes, steps, epochs, LoRA and evaluation settings wrong by their value
+    alone are refused right after parsing (6 s of TensorFlow import before), and no
+    output folder is made."""
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", *command, *flags,
+                           "--output_dir", str(out)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == line, proc.stderr
+    imported = {row.split("|")[-1].strip().split(".")[0]
+                for row in proc.stderr.splitlines() if row.startswith("import time:")}
+    assert not imported & {"tensorflow", "keras", "numpy"}, imported
+    assert not out.exists()
