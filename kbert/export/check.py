@@ -59,6 +59,7 @@ with open(out_file, "w", encoding="utf-8") as f:
 
 
 C_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c_loader.py")
+TOLERANCE = 1e-5  # numbers of the two loaders agree within this (absolute and relative)
 
 # export dir -> (signature names, requests, the C++ loader's results) of exports written
 # inside `keep_served()`.
@@ -91,11 +92,11 @@ def note_served(export_dir: str, names: list[str], requests: list[dict],
 
 
 def _kept_results(export_dir: str, names: list[str], requests: list[dict]):
+    """The C++ loader's answers kept for these very requests of this export, or None."""
     kept = (_SERVED.get() or {}).get(os.path.realpath(export_dir))
     if kept is not None and kept[:2] == (names, json.loads(json.dumps(requests))):
         return kept[2]
     return None
-TOLERANCE = 1e-5  # numbers of the two loaders agree within this (absolute and relative)
 
 
 class ServingLoaderError(RuntimeError):
