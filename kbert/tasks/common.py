@@ -13,7 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from kbert import training
-from kbert.cli import UsageError, check_training_values
+from kbert.cli import UsageError
 from kbert.models import lora, registry
 from kbert.tokenizers.base import Tokenizer
 
@@ -269,13 +269,14 @@ TASK_NEEDS = {"squad": "character offsets",
 
 def check_training_flags(args, specials: int | None = None, model_flag: bool = True,
                          task: str | None = None, pair: bool = False) -> None:
-    """Batch sizes, epochs and the sequence length, before any work or file; with
+    """--quantize and the sequence length, before any work or file (the values alone
+    of batch sizes, steps and epochs: `kbert.cli.check_training_values`, which
+    `run_command` runs before TensorFlow is imported); with
     `model_flag`, --model against --init_from (`check_model_flag`); with `task`, that
     the family runs it (`check_task_support`). `specials`: the special tokens each
     input holds (None: what the family's tokenizer adds to one text, or to a pair with
     `pair`)."""
     check_quantize_flag(args)
-    check_training_values(args)
     if model_flag:
         check_model_flag(args, task)
     if task is not None:
