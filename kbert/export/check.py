@@ -68,7 +68,7 @@ _SERVED: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def keep_served() -> Iterator[dict]:
+def keep_served() -> Iterator[None]:
     """Inside, each export written keeps what TF Serving's C++ loader answered to its
     warmup requests before the export was moved into place, so that `check` of it
     right after (`python -m kbert.export`) compares those answers with the Python
@@ -76,7 +76,7 @@ def keep_served() -> Iterator[dict]:
     kept: dict = {}
     token = _SERVED.set(kept)
     try:
-        yield kept
+        yield
     finally:
         _SERVED.reset(token)
 
