@@ -160,18 +160,19 @@ def synthetic_similarity(root: str, n_train: int = 4000, n_dev: int = 300, seed:
 
 
 def assert_pair_export_serves_the_folder(out, export, seq_length: int) -> None:
-    """The classifier SavedModel in `export`, run in a fresh process by both loaders
-    (Python's and TF Serving's C++ one), gives the probabilities of the task folder
-    `out`'s reloaded model on two sentence pairs (awkward characters included)."""
+    """The classifier SavedModel in `export`, run by TF Serving's C++ loader in a fresh
+    process, gives the probabilities of the task folder `out`'s reloaded model on two
+    sentence pairs (awkward characters included). (That `tf.saved_model.load` answers
+    a classifier export alike is shown once, in test_export.)"""
     import numpy as np
     import tensorflow as tf
 
-    from kbert.export.check import run_fresh
+    from kbert.export.check import run_c_loader
     from kbert.export.folder import load_task_folder
 
     _, model, tokenizer, _ = load_task_folder(str(out))
     pairs = [("The cat sat.", "A cat was sitting."), ("héllo 😀", "<mask> there")]
-    fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
+    fresh = run_c_loader(str(export), [{"text": [a for a, _ in pairs],
                                      "text_b": [b for _, b in pairs]}])
     served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
     x = tokenizer([a for a, _ in pairs], [b for _, b in pairs], seq_length=seq_length)

@@ -281,7 +281,7 @@ def test_glue_head_equals_bart_for_sequence_classification(folder):
 def test_glue_command_and_classifier_export_from_a_bart_folder(folder, tmp_path):
     """`python -m kbert.tasks.glue --init_from <bart folder>` on MRPC files (GLUE's own,
     byte-order mark included) with its classifier export: the task folder reloads, and
-    the SavedModel, run by TF Serving's C++ loader and in a fresh process, answers the
+    the SavedModel, run by TF Serving's C++ loader in a fresh process, answers the
     reloaded model's probabilities."""
     from glue_fixtures import assert_pair_export_serves_the_folder, write_task
 
@@ -369,9 +369,9 @@ def test_pretrain_command_denoising_on_the_bundled_corpus(tmp_path):
 @pytest.mark.e2e
 @pytest.mark.subprocess
 def test_generate_export_answers_as_the_model_through_the_servers_loader(folder, tmp_path):
-    """BART's `generate` SavedModel: ops of TF Serving 2.12, warmup through the C++
-    loader, and a fresh process answers what `generate` answers (the per-request
-    signature too)."""
+    """BART's `generate` SavedModel: ops of TF Serving 2.12, warmup requests through both
+    loaders, and TF Serving's C++ loader answers what `generate` answers (the
+    per-request signature too)."""
     from kbert.export import check as check_lib
 
     _, _, lm = folder
@@ -380,8 +380,9 @@ def test_generate_export_answers_as_the_model_through_the_servers_loader(folder,
                                  repetition_penalty=1.5, serving_version="2.12")
     assert check_lib.check(str(export_dir), "2.12")
     texts = ["The cat sat on the mat.", "", "héllo 😀 世界"]
-    fresh = check_lib.run_fresh(str(export_dir), [{"prompt": texts}])
-    assert fresh["modules"] == []
+    # `check` ran the warmup requests of both signatures in both loaders, in fresh
+    # processes with nothing of kbert, Keras or torch imported.
+    fresh = check_lib.run_c_loader(str(export_dir), [{"prompt": texts}])
     assert fresh["results"][0]["text"]["value"] == lm.generate(
         texts, max_new_tokens=8, repetition_penalty=1.5)
 
@@ -404,12 +405,13 @@ def test_generate_export_forces_the_end_token(folder, tmp_path):
     want = [lm.generate([t], max_new_tokens=n, return_scores=True)[0]
             for t, n in zip(texts, (4, 6))]
     assert [len(w["token_ids"]) for w in want] == [3, 5]  # the last step's </s> forced
-    fresh = check_lib.run_fresh(str(export_dir), [{
+    # Both signatures after one load by TF Serving's C++ loader.
+    fresh, served = check_lib.run_c_loader(str(export_dir), [{
         "prompt": texts, "max_new_tokens": [4, 6], "temperature": [0.0, 0.0],
         "top_k": [0, 0], "top_p": [1.0, 1.0], "seed": [-1, -1],
         "repetition_penalty": [1.0, 1.0], "no_repeat_ngram_size": [0, 0],
-        "min_new_tokens": [0, 0]}], signature="generate")["results"][0]
+        "min_new_tokens": [0, 0]}, {"prompt": texts}],
+        signature=["generate", "serving_default"])["results"]
     assert fresh["num_tokens"]["value"] == [3, 5]
     assert fresh["text"]["value"] == [w["text"] for w in want]
-    served = check_lib.run_fresh(str(export_dir), [{"prompt": texts}])["results"][0]
     assert served["text"]["value"] == lm.generate(texts, max_new_tokens=6)

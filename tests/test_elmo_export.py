@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import kbert
-from kbert.export.check import run_fresh
+from kbert.export.check import run_c_loader, run_fresh
 from kbert.export.elmo_graph import elmo_outputs, export_elmo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.subprocess]
@@ -31,8 +31,12 @@ def test_elmo_export_equals_python_in_a_fresh_process(tmp_path):
     export_elmo(model, tokenizer, str(export), mix, serving_version="2.12")
     assert kbert.export.check.check(str(export), "2.12")
     batch32 = (TEXTS * 7)[:32]
+    # `token_ids`: the tokenizer's own char_ids in, the same layers out. Every request
+    # after one load by each loader.
+    inputs = {k: v.numpy().tolist() for k, v in tokenizer(tf.constant(TEXTS)).items()}
     fresh = run_fresh(str(export), [{"text": [TEXTS[0]]}, {"text": [""]},
-                                    {"text": batch32}])
+                                    {"text": batch32}, inputs, {"text": TEXTS}],
+                      signature=["serving_default"] * 3 + ["token_ids", "serving_default"])
     assert fresh["modules"] == []
     for texts, result in zip([[TEXTS[0]], [""], batch32], fresh["results"]):
         want = {k: v.numpy() for k, v in elmo_outputs(model, tokenizer, mix,
@@ -42,10 +46,7 @@ def test_elmo_export_equals_python_in_a_fresh_process(tmp_path):
         for name, value in want.items():
             got = np.array(result[name]["value"]).reshape(result[name]["shape"])
             np.testing.assert_allclose(got, value, atol=1e-5, err_msg=name)
-    # `token_ids`: the tokenizer's own char_ids in, the same layers out.
-    inputs = {k: v.numpy().tolist() for k, v in tokenizer(tf.constant(TEXTS)).items()}
-    raw = run_fresh(str(export), [inputs], signature="token_ids")["results"][0]
-    by_text = run_fresh(str(export), [{"text": TEXTS}])["results"][0]
+    raw, by_text = fresh["results"][3:]
     assert set(raw) == set(by_text)
     for name in raw:
         np.testing.assert_allclose(raw[name]["value"], by_text[name]["value"], atol=1e-6,
@@ -78,5 +79,5 @@ def test_export_command_from_a_bilm_tf_folder(tmp_path):
                            str(export), "--no_check"], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "PYTHONPATH": root})
     assert proc.returncode == 0, proc.stderr[-3000:]
-    fresh = run_fresh(str(export), [{"text": ["a b c", ""]}])
+    fresh = run_c_loader(str(export), [{"text": ["a b c", ""]}])
     assert fresh["results"][0]["elmo"]["shape"] == [2, 3, 12]

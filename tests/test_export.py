@@ -14,7 +14,7 @@ import tensorflow as tf
 from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
 from kbert.export import (UnsupportedOpError, check_ops, export_classifier, export_embeddings,
                           export_squad, missing_ops, read_warmup_requests)
-from kbert.export.check import check, run_fresh, signatures
+from kbert.export.check import check, run_c_loader, run_fresh, signatures
 from kbert.tasks import squad
 from kbert.tasks.glue import build_classifier
 from kbert.tasks.squad.features import convert_examples, feature_arrays
@@ -80,18 +80,19 @@ def test_squad_export_matches_python_pipeline_in_fresh_process(tmp_path, sample_
     assert sorted(os.listdir(export_dir / "assets")) == ["vocab.txt"]
     assert (export_dir / "assets.extra" / "tf_serving_warmup_requests").exists()
     # token_ids: the windows' own inputs in, start and end logits out, as model.predict
+    # (every request after one load by each loader)
     window = {k: arrays[k][:2].tolist() for k in ("token_ids", "segment_ids", "padding_mask")}
-    raw = run_fresh(str(export_dir), [window], signature="token_ids")["results"][0]
-    for name in ("start_logits", "end_logits"):
-        np.testing.assert_allclose(np.reshape(raw[name]["value"], raw[name]["shape"]),
-                                   logits[name][:2], rtol=1e-5, atol=1e-5)
     del model  # nothing of the source is needed at load time
-
     batch = [{"question": [e.question for e in examples],
               "context": [e.context for e in examples]}]
     singles = [{"question": [e.question], "context": [e.context]} for e in examples[:3]]
-    report = run_fresh(str(export_dir), batch + singles)
+    report = run_fresh(str(export_dir), [window] + batch + singles,
+                       signature=["token_ids"] + ["serving_default"] * 4)
     assert report["modules"] == []
+    raw = report["results"].pop(0)
+    for name in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(np.reshape(raw[name]["value"], raw[name]["shape"]),
+                                   logits[name][:2], rtol=1e-5, atol=1e-5)
     out = report["results"][0]
     assert out["answer"]["shape"] == [len(examples)]
     assert out["start_char"]["dtype"] == "int64" and out["score"]["dtype"] == "float32"
@@ -149,7 +150,7 @@ def test_bfloat16_export_of_a_task_folder(tmp_path, sample_and_tokenizer):
     floats = [k for k, v in dtypes.items() if v == tf.float32]
     assert sum(v == tf.bfloat16 for v in dtypes.values()) >= 20 and len(floats) == 2, floats
     texts = [t for t in HARD_TEXTS if t] + ["yes", "no way"]
-    out = {dtype: run_fresh(path, [{"text": texts}])["results"][0]
+    out = {dtype: run_c_loader(path, [{"text": texts}])["results"][0]
            for dtype, path in paths.items()}
     np.testing.assert_allclose(out["bfloat16"]["probabilities"]["value"],
                                out["float32"]["probabilities"]["value"], atol=0.02)
@@ -170,7 +171,12 @@ def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
     want = tf.nn.softmax(model.predict(inputs, verbose=0)["logits"]).numpy()
     request = {"text": texts} | ({"text_b": texts_b} if pair else {})
     one = {"text": texts[:1]} | ({"text_b": texts_b[:1]} if pair else {})
-    report = run_fresh(str(export_dir), [request, one])
+    examples = [_example(text=a, **({"text_b": b} if pair else {}))
+                for a, b in zip(texts, texts_b or texts)]
+    # Every signature after one load by each loader.
+    report = run_fresh(str(export_dir), [
+        request, one, {"inputs": examples}, {k: v.numpy().tolist() for k, v in inputs.items()}],
+        signature=["serving_default", "serving_default", "classify", "token_ids"])
     out = report["results"][0]
     probs = np.array(out["probabilities"]["value"]).reshape(out["probabilities"]["shape"])
     np.testing.assert_allclose(probs, want, rtol=1e-5, atol=1e-5)
@@ -186,17 +192,13 @@ def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
     assert _method_names(export_dir) == {"serving_default": "tensorflow/serving/predict",
                                          "classify": "tensorflow/serving/classify",
                                          "token_ids": "tensorflow/serving/predict"}
-    examples = [_example(text=a, **({"text_b": b} if pair else {}))
-                for a, b in zip(texts, texts_b or texts)]
-    classified = run_fresh(str(export_dir), [{"inputs": examples}],
-                           signature="classify")["results"][0]
+    classified = report["results"][2]
     assert classified["classes"]["shape"] == [len(texts), 3]
     assert classified["classes"]["value"] == labels * len(texts)
     np.testing.assert_allclose(np.reshape(classified["scores"]["value"], probs.shape), probs,
                                rtol=1e-6, atol=1e-6)
     # token_ids: the model's own inputs in, its logits out
-    raw = run_fresh(str(export_dir), [{k: v.numpy().tolist() for k, v in inputs.items()}],
-                    signature="token_ids")["results"][0]["logits"]
+    raw = report["results"][3]["logits"]
     logits = model.predict(inputs, verbose=0)["logits"]
     assert raw["shape"] == list(logits.shape)
     np.testing.assert_allclose(np.reshape(raw["value"], logits.shape), logits, rtol=1e-5,
@@ -232,19 +234,19 @@ def test_regression_and_embeddings_exports(tmp_path, sample_and_tokenizer):
     encoder = _encoder(tokenizer)
     export_embeddings(encoder, tokenizer, str(tmp_path / "emb" / "1"), seq_length=40)
     texts = HARD_TEXTS
-    reg = run_fresh(str(tmp_path / "reg" / "1"), [{"text": texts, "text_b": texts[::-1]}])
+    reg = run_fresh(str(tmp_path / "reg" / "1"), [
+        {"text": texts, "text_b": texts[::-1]},
+        {"inputs": [_example(text=a, text_b=b) for a, b in zip(texts, texts[::-1])]}],
+        signature=["serving_default", "regress"])
     want = model.predict(tokenizer(texts, texts[::-1], seq_length=32), verbose=0)["score"]
     out = reg["results"][0]["score"]
     assert out["shape"] == [len(texts)]
     np.testing.assert_allclose(out["value"], want, rtol=1e-5, atol=1e-5)
     assert _method_names(tmp_path / "reg" / "1")["regress"] == "tensorflow/serving/regress"
-    regressed = run_fresh(str(tmp_path / "reg" / "1"),
-                          [{"inputs": [_example(text=a, text_b=b)
-                                       for a, b in zip(texts, texts[::-1])]}],
-                          signature="regress")["results"][0]["outputs"]
+    regressed = reg["results"][1]["outputs"]
     np.testing.assert_allclose(regressed["value"], out["value"], rtol=1e-6, atol=1e-6)
 
-    emb = run_fresh(str(tmp_path / "emb" / "1"), [{"text": texts}])["results"][0]
+    emb = run_c_loader(str(tmp_path / "emb" / "1"), [{"text": texts}])["results"][0]
     inputs = tokenizer(texts, seq_length=40)
     ref = encoder(inputs)
     assert emb["sequence_output"]["shape"] == [len(texts), 40, 24]
@@ -504,7 +506,7 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     assert proc.returncode != 0 and "'classifier' model cannot be exported" in proc.stderr
     assert not (tmp_path / "x" / "1").exists()
     shutil.rmtree(tmp_path / "run")  # the export needs nothing of the run folder
-    out = run_fresh(str(export_dir), [{"text": ["é 北京 🙂", ""]}])["results"][0]
+    out = run_c_loader(str(export_dir), [{"text": ["é 北京 🙂", ""]}])["results"][0]
     assert out["label"]["value"][0] in ("no", "yes") and out["label"]["shape"] == [2]
     requests = read_warmup_requests(str(export_dir))
     assert len(requests) == 6 and set(requests[0]) == {"text"}

@@ -191,10 +191,11 @@ def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
     lines = (out / "MRPC.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 51
     assert (out / "kbert_task.json").exists() and (out / "model.keras").exists()
-    # The exported classifier answers pairs with the label names, in a fresh process.
-    from kbert.export.check import run_fresh
+    # The exported classifier answers pairs with the label names, through TF Serving's
+    # C++ loader in a fresh process.
+    from kbert.export.check import run_c_loader
 
-    result = run_fresh(str(tmp_path / "serving" / "para" / "1"),
+    result = run_c_loader(str(tmp_path / "serving" / "para" / "1"),
                        [{"text": ["red blue gold", "red blue gold"],
                          "text_b": ["gold red blue", "pink white gray"]}])["results"][0]
     assert result["label"]["value"] == ["1", "0"]

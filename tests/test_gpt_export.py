@@ -58,8 +58,9 @@ def test_generate_export_answers_as_the_model_in_a_fresh_process(tmp_path, model
     assert check_lib.check(str(export_dir), "2.12")  # ops and the warmup replay
     kbert.export.check_ops(str(export_dir), "2.21")  # raises naming a missing op
     requests = [{"prompt": [p]} for p in PROMPTS[:5]] + [{"prompt": PROMPTS}]
-    fresh = check_lib.run_fresh(str(export_dir), requests)
-    assert fresh["modules"] == []  # nothing of kbert, keras, torch or transformers
+    # (`check` ran the warmup requests in both loaders, in fresh processes with nothing
+    # of kbert, keras, torch or transformers imported.)
+    fresh = check_lib.run_c_loader(str(export_dir), requests)
     want = [text[len(prompt):] for prompt, text in
             zip(PROMPTS, lm.generate(PROMPTS, max_new_tokens=12))]
     singles = [r["text"]["value"][0] for r in fresh["results"][:5]]
@@ -121,7 +122,7 @@ def test_export_command_with_beam_search_penalties_and_a_stop_string(tmp_path,
     recorded = read_settings(str(export_dir))
     assert (recorded["num_beams"], recorded["stop"], recorded["repetition_penalty"]) == (
         3, [stop], 1.2)
-    fresh = check_lib.run_fresh(str(export_dir), [{"prompt": PROMPTS[:4]}])
+    fresh = check_lib.run_c_loader(str(export_dir), [{"prompt": PROMPTS[:4]}])
     assert fresh["results"][0]["text"]["value"] == want
 
 
@@ -143,9 +144,18 @@ def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
                "top_k": [0, 0, 40, 40, 40, 0], "top_p": [1.0, 1.0, 1.0, 1.0, 1.0, 0.9],
                "seed": [-1, -1, 5, 5, 6, 7], "repetition_penalty": [1.0, 1.0, 1.0, 1.0, 1.0, 1.3],
                "no_repeat_ngram_size": [0, 0, 0, 0, 0, 2], "min_new_tokens": [0, 0, 0, 0, 0, 4]}
-    fresh = check_lib.run_fresh(str(export_dir), [request], signature="generate")
+    # `token_ids`: right-padded ids in, the new ids out (the export's greedy setting).
+    ids = lm.tokenizer.tokenize(["The quick brown fox", "x"]).to_list()
+    width = max(map(len, ids))
+    padded = np.array([row + [0] * (width - len(row)) for row in ids], "int32")
+    mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in ids], "int32")
+    # Every signature after one load by each loader.
+    fresh = check_lib.run_fresh(
+        str(export_dir), [request, {"prompt": prompts[:1]},
+                          {"token_ids": padded.tolist(), "padding_mask": mask.tolist()}],
+        signature=["generate", "serving_default", "token_ids"])
     assert fresh["modules"] == []
-    out = fresh["results"][0]
+    out, alone, raw = fresh["results"]
     texts = out["text"]["value"]
     assert texts[2] == texts[3] != texts[4]  # a seed's text, whatever the row
     assert out["num_tokens"]["value"][1] <= 3 and out["num_tokens"]["value"][2] <= 8
@@ -159,16 +169,7 @@ def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
                          return_scores=True)[0]
     assert out["num_tokens"]["value"][0] == len(scored["token_ids"])
     assert abs(out["logprob"]["value"][0] - sum(scored["logprobs"])) < 1e-3
-    alone = check_lib.run_fresh(str(export_dir), [{"prompt": prompts[:1]}])
-    assert alone["results"][0]["text"]["value"] == [texts[0]]
-    # `token_ids`: right-padded ids in, the new ids out (the export's greedy setting).
-    ids = lm.tokenizer.tokenize(["The quick brown fox", "x"]).to_list()
-    width = max(map(len, ids))
-    padded = np.array([row + [0] * (width - len(row)) for row in ids], "int32")
-    mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in ids], "int32")
-    raw = check_lib.run_fresh(str(export_dir), [{"token_ids": padded.tolist(),
-                                                  "padding_mask": mask.tolist()}],
-                              signature="token_ids")["results"][0]
+    assert alone["text"]["value"] == [texts[0]]
     new = np.array(raw["token_ids"]["value"]).reshape(raw["token_ids"]["shape"])
     want_ids = lm.generate_ids(padded, mask, 12).numpy()
     for row, n, w in zip(new, raw["num_tokens"]["value"], want_ids):

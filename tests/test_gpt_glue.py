@@ -127,7 +127,7 @@ def _fine_tune_on_synthetic_pairs(tmp_path, tokenizer, config: dict, flags: list
 @pytest.mark.e2e
 def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokenizer):
     """MRPC layout (a similarity task: both orders); a random-init 2-layer GPT folder."""
-    from kbert.export.check import run_fresh
+    from kbert.export.check import run_c_loader
     from kbert.export.folder import load_task_folder
 
     out, export = _fine_tune_on_synthetic_pairs(
@@ -142,7 +142,7 @@ def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokeni
     assert type(loaded).__name__ == "GPTTokenizer" and loaded.pair_format == "similarity"
     assert loaded.vocab_size == tokenizer.vocab_size + 3
     pairs = [("red blue gold", "gold red blue"), ("red blue gold", "pink gray white")]
-    fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
+    fresh = run_c_loader(str(export), [{"text": [a for a, _ in pairs],
                                      "text_b": [b for _, b in pairs]}])
     served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
     x = loaded([a for a, _ in pairs], [b for _, b in pairs], seq_length=20)
@@ -189,7 +189,7 @@ def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
     epochs. With the paper's 0.5 (or 0.25), this tiny post-LN model did not learn the
     task in the runs tried (3 to 15 epochs; learning rates 3e-4 to 3e-3): it learns the
     one color that is several tokens ("green") and misses the pairs without it."""
-    from kbert.export.check import run_fresh
+    from kbert.export.check import run_c_loader
     from kbert.export.folder import load_task_folder
     from kbert.tokenizers import GPT1Tokenizer
 
@@ -205,7 +205,7 @@ def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
     assert not model.get_layer("gpt_decoder").config.norm_first
     assert model.get_layer("auxiliary_lm_loss").weight == 0.0  # --lm_coef reached it
     pairs = [("Red blue gold", "gold red blue"), ("red blue gold", "pink gray white")]
-    fresh = run_fresh(str(export), [{"text": [a for a, _ in pairs],
+    fresh = run_c_loader(str(export), [{"text": [a for a, _ in pairs],
                                      "text_b": [b for _, b in pairs]}])
     served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
     x = loaded([a for a, _ in pairs], [b for _, b in pairs], seq_length=20)

@@ -176,7 +176,7 @@ def write_early_peak_task(root, flipped=40, seed=0):
 def test_early_stopping_restores_and_exports_the_best_epoch(tmp_path, capsys):
     import tensorflow as tf
 
-    from kbert.export.check import run_fresh
+    from kbert.export.check import run_c_loader
 
     train, dev, texts = write_early_peak_task(str(tmp_path))
     out, export = tmp_path / "out", tmp_path / "serving" / "mine" / "1"
@@ -195,7 +195,7 @@ def test_early_stopping_restores_and_exports_the_best_epoch(tmp_path, capsys):
     results = json.loads((out / "eval_results.json").read_text())
     assert results == state["best"]["metrics"]  # the restored weights' own dev score
     # The export is the best epoch's model: its answers score the same on dev.
-    answers = run_fresh(str(export), [{"text": texts}])["results"][0]["label"]["value"]
+    answers = run_c_loader(str(export), [{"text": texts}])["results"][0]["label"]["value"]
     assert np.mean([a == _label(s) for a, s in zip(answers, texts)]) == results["accuracy"]
     # The dev curve is in TensorBoard beside the loss, at the training step.
     events = [e for f in (out / "tensorboard" / "validation").iterdir()

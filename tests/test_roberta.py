@@ -236,7 +236,8 @@ def test_registry_finds_the_family(folders):
 @pytest.mark.subprocess
 def test_glue_command_and_classifier_export_from_a_roberta_folder(folders, tmp_path):
     """`python -m kbert.tasks.glue --init_from <roberta folder>` and its classifier
-    export, answered by both loaders in a fresh process, through the registry alone."""
+    export, answered by TF Serving's C++ loader in a fresh process, through the registry
+    alone."""
     from kbert.tasks.glue import __main__ as cli
 
     data = write_task(str(tmp_path), "mrpc", {"train.tsv": 24, "dev.tsv": 8, "test.tsv": 4})
@@ -279,20 +280,20 @@ def test_squad_command_from_a_roberta_folder(folders, tmp_path):
 @pytest.mark.subprocess
 def test_fill_mask_export_of_a_roberta_folder_equals_transformers(folders, tmp_path):
     """`python -m kbert.export --task fill_mask` of a RobertaForMaskedLM folder, answered
-    in a fresh process by both loaders: the top tokens and probabilities of
+    by TF Serving's C++ loader in a fresh process: the top tokens and probabilities of
     transformers' RobertaForMaskedLM on the same texts."""
     import torch
     import transformers
 
     from kbert.export import __main__ as export_cli
-    from kbert.export.check import run_fresh
+    from kbert.export.check import run_c_loader
 
     export = tmp_path / "serving" / "fill" / "1"
     assert export_cli.main(["--model_dir", folders["mlm"], "--task", "fill_mask",
                             "--export_dir", str(export), "--top_k", "3",
                             "--seq_length", "16"]) == 0
     texts = ["The capital of France is <mask>.", "<mask> cat and a <mask>", "no mask here"]
-    fresh = run_fresh(str(export), [{"text": texts}])["results"][0]
+    fresh = run_c_loader(str(export), [{"text": texts}])["results"][0]
     ref = transformers.RobertaForMaskedLM.from_pretrained(folders["mlm"]).eval()
     tok = transformers.RobertaTokenizer.from_pretrained(folders["mlm"])
     enc = tok(texts, padding="max_length", max_length=16, return_tensors="pt")
@@ -382,11 +383,11 @@ def test_glue_head_equals_roberta_for_sequence_classification(folders):
 @pytest.mark.subprocess
 def test_ner_command_and_export_from_a_roberta_folder(folders, tmp_path):
     """`python -m kbert.tasks.ner --init_from <roberta folder>` on CoNLL files
-    (-DOCSTART- lines included) and its `ner` export: in a fresh process, by both
-    loaders, the entities of the Python prediction, each `text[start_char:end_char]`."""
+    (-DOCSTART- lines included) and its `ner` export: through TF Serving's C++
+    loader in a fresh process, the entities of the Python prediction, each `text[start_char:end_char]`."""
     from ner_fixtures import make_sentences, write_conll
 
-    from kbert.export.check import run_fresh
+    from kbert.export.check import run_c_loader
     from kbert.export.folder import load_task_folder
     from kbert.tasks.ner import __main__ as ner_cli
     from kbert.tasks.ner.predict import predict_entities
@@ -402,7 +403,7 @@ def test_ner_command_and_export_from_a_roberta_folder(folders, tmp_path):
     _, model, tokenizer, settings = load_task_folder(str(out))
     texts = ["Peter Blackburn visited Paris and   Berlin", "naïve 😀 EU rejects it", ""]
     expected = predict_entities(model, tokenizer, texts, settings["labels"], 24)
-    result = run_fresh(str(export), [{"text": texts}])["results"][0]
+    result = run_c_loader(str(export), [{"text": texts}])["results"][0]
     k = result["entity_text"]["shape"][1]
     assert result["num_entities"]["value"] == [len(e) for e in expected]
     for b, (text, entities) in enumerate(zip(texts, expected)):

@@ -61,8 +61,8 @@ def test_glue_command_as_text_to_text_with_t5(spiece, tmp_path):  # noqa: F811
     a tiny T5 fine-tuned to answer the label words; the dev metrics are those of its
     outputs (dev_outputs.jsonl, read back here); test predictions in the GLUE
     submission format; OUTPUT_DIR/model reloads; the `generate` export, run by TF
-    Serving's C++ loader and in a fresh process, answers what the model answers."""
-    from kbert.export.check import run_fresh
+    Serving's C++ loader in a fresh process, answers what the model answers."""
+    from kbert.export.check import run_c_loader
     from kbert.tasks.glue import __main__ as cli
     from kbert.tasks.glue.metrics import compute_metrics
 
@@ -94,7 +94,7 @@ def test_glue_command_as_text_to_text_with_t5(spiece, tmp_path):  # noqa: F811
     lm = kbert.T5Seq2SeqLM.from_pretrained(out / "model")
     texts = [o["input"] for o in outputs[:3]]
     assert lm.generate(texts, max_new_tokens=24) == [o["output"] for o in outputs[:3]]
-    fresh = run_fresh(str(export), [{"prompt": texts}])
+    fresh = run_c_loader(str(export), [{"prompt": texts}])
     assert fresh["results"][0]["text"]["value"] == [o["output"] for o in outputs[:3]]
 
 
@@ -188,12 +188,12 @@ def test_squad_command_as_text_to_text_with_t5(tmp_path):
     """`python -m kbert.tasks.squad --init_from <t5 folder>` on the bundled sample:
     "question: ... context: ..." -> the answer text; predictions.json answers every dev
     question, eval_results.json is the official v1.1 script's score of it, the
-    `generate` export answers as the model through TF Serving's C++ loader (the command
-    checks it) and in a fresh process, and `--do_predict` alone reloads OUTPUT_DIR/model
+    `generate` export answers as the model through TF Serving's C++ loader in a fresh
+    process (the command's check runs both loaders), and `--do_predict` alone reloads OUTPUT_DIR/model
     to the same answers. (A tiny model in 20 steps learns no answers: F1 is not asked.)"""
     import sentencepiece
 
-    from kbert.export.check import run_fresh
+    from kbert.export.check import run_c_loader
     from kbert.tasks.squad import __main__ as cli
     from kbert.tasks.squad.evaluate import evaluate
     from kbert.tasks.squad.sample import make_sample
@@ -223,7 +223,7 @@ def test_squad_command_as_text_to_text_with_t5(tmp_path):
     assert results == pytest.approx(evaluate(dev, preds))
     ids = sorted(questions)[:3]
     prompts = [f"question: {questions[i][0]} context: {questions[i][1]}" for i in ids]
-    fresh = run_fresh(str(out / "serving" / "squad" / "1"), [{"prompt": prompts}])
+    fresh = run_c_loader(str(out / "serving" / "squad" / "1"), [{"prompt": prompts}])
     assert fresh["results"][0]["text"]["value"] == [preds[i] for i in ids]
     (out / "predictions.json").unlink()
     assert cli.main([*flags, "--do_predict", "--export_dir", "none"]) == 0
