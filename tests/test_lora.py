@@ -52,7 +52,10 @@ def test_only_adapters_and_head_train(minilm):
     assert changed == adapters | head, sorted(changed ^ (adapters | head))[:5]
 
 
-def test_merged_and_reloaded_adapters_give_the_adapted_outputs(minilm, minilm_dir, tmp_path):
+def test_merged_and_reloaded_adapters_give_the_adapted_outputs(minilm, minilm_dir, tmp_path,
+                                                               monkeypatch):
+    import gc
+
     encoder, tokenizer = minilm
     x = tokenizer(TEXTS, seq_length=16)
     plain = np.asarray(encoder(x)["sequence_output"])
@@ -68,7 +71,13 @@ def test_merged_and_reloaded_adapters_give_the_adapted_outputs(minilm, minilm_di
     fresh = kbert.BertEncoder.from_pretrained(minilm_dir)
     kbert.load_lora(fresh, tmp_path / "adapter")
     np.testing.assert_array_equal(np.asarray(fresh(x)["sequence_output"]), adapted)
+    # One full garbage collection for the merge, not Keras' one per dropped adapter
+    # (36 here; each takes about a second in a process holding a few million objects).
+    collections = []
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collections.append(generation))
     assert kbert.merge_lora(encoder) == 18
+    assert collections == [2]
+    monkeypatch.undo()
     merged = np.asarray(encoder(x)["sequence_output"])
     np.testing.assert_allclose(merged, adapted, atol=1e-5)
     # A plain model again: the variables of a fresh load, and a config without LoRA.

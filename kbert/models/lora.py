@@ -87,12 +87,16 @@ def merge_lora(model) -> int:
     outputs stay the same (float rounding aside). The encoder's weights become
     trainable again. Returns how many layers were merged."""
     merged = lora_layers(model)
-    for layer in merged:
+    for layer in merged:  # refused before any layer is merged
         if layer.quantization_mode is not None:
             raise NotImplementedError(f"{layer.path}: merging LoRA into a "
                                       f"{layer.quantization_mode} kernel would requantize "
                                       "it; merge before quantizing, or serve the adapters")
-        internals.merge_lora_into_kernel(layer)
+    # One garbage collection for the model, not one per layer (internals.one_gc_collect:
+    # a full collection takes a second in a process holding a few million objects).
+    with internals.one_gc_collect():
+        for layer in merged:
+            internals.merge_lora_into_kernel(layer)
     if merged:
         for variable in _base(model).weights:
             if not variable.path.endswith("seed_generator_state"):
