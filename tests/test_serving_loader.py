@@ -259,3 +259,34 @@ def test_an_export_whose_op_check_fails_leaves_no_version_folder(tmp_path):
     with pytest.raises(UnsupportedOpError, match="EagerPyFunc"):
         _export_with(tmp_path, python_op)
     assert not (tmp_path / "m" / "1").exists() and os.listdir(tmp_path / "m") == []
+
+
+def test_check_served_takes_the_exporters_answers_and_names_the_rows_that_differ(
+        monkeypatch):
+    """A task command's check of its export (`check_served`) takes the answers that the
+    exporter's own C++ load gave to the check's request (`keep_served(also=...)`)
+    instead of loading the export again, and still names the rows that differ."""
+    from kbert.export import check as check_lib
+
+    def no_second_load(*args, **kwargs):
+        raise AssertionError("the export was loaded again")
+
+    monkeypatch.setattr(check_lib, "run_c_loader", no_second_load)
+    request = {"question": ["q1", "q2"], "context": ["c1", "c2"]}
+    answers = {"answer": {"dtype": "string", "shape": [2], "value": ["a", "b"]}}
+    with check_lib.keep_served(also=[request]):
+        assert check_lib.also_served() == [request]
+        check_lib.note_served("/exports/m/1", ["serving_default", "serving_default"],
+                              [{"question": ["w"], "context": ["c"]}, request],
+                              [{"answer": {"dtype": "string", "shape": [1], "value": ["x"]}},
+                               answers])
+        check_lib.check_served("/exports/m/1", request, "answer", ["a", "b"], ["id1", "id2"],
+                               "Python")
+        with pytest.raises(RuntimeError, match=r"answers 1 of 2 requests differently from "
+                                               r"Python \(\['id2'\]\)"):
+            check_lib.check_served("/exports/m/1", request, "answer", ["a", "c"],
+                                   ["id1", "id2"], "Python")
+        with pytest.raises(AssertionError, match="loaded again"):  # another request
+            check_lib.check_served("/exports/m/1", {"question": ["q3"], "context": ["c"]},
+                                   "answer", ["a"], ["id3"], "Python")
+    assert check_lib.also_served() == []

@@ -44,10 +44,22 @@ def test_evaluate_command(tmp_path):
 
 
 @pytest.mark.e2e
-def test_small_end_to_end_run(tmp_path, capsys, recwarn):
+def test_small_end_to_end_run(tmp_path, capsys, recwarn, monkeypatch):
+    started, run = [], subprocess.run
+
+    def spy(argv, *args, **kwargs):
+        if argv[0] == sys.executable:  # a fresh Python process
+            started.append("c_loader" if str(argv[1]).endswith("c_loader.py") else argv[1])
+        return run(argv, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", spy)
     assert cli.main(["--output_dir", str(tmp_path), "--sample_paragraphs", "24",
                      "--num_train_epochs", "1", "--max_seq_length", "64",
                      "--doc_stride", "32", "--steps_per_loop", "5"]) == 0
+    monkeypatch.undo()
+    # One load by TF Serving's C++ loader answers the warmup requests and the 64 dev
+    # questions that the export must answer as predictions.json does.
+    assert started == ["c_loader"], started
     out = capsys.readouterr().out
     assert "SQuAD v1.1: EM" in out
     for name in ("predictions.json", "nbest_predictions.json", "eval_results.json",

@@ -199,11 +199,14 @@ def write_export(modules: list[ServingModule], signatures: dict, export_dir: str
             raise ops_lib.UnsupportedOpError(str(e).replace(tmp, export_dir)) from None
         # The warmup requests through TF Serving's own loader, as the server replays
         # them at load: an export it cannot run is never moved into place.
-        from kbert.export.check import ServingLoaderError, note_served, run_c_loader
+        from kbert.export.check import (ServingLoaderError, also_served, note_served,
+                                        run_c_loader)
 
-        names, requests = [name for name, _ in warmup], [r for _, r in warmup]
+        also = also_served()  # a task command's own check, in the same load
+        names = [name for name, _ in warmup] + ["serving_default"] * len(also)
+        requests = [r for _, r in warmup] + also
         try:  # every signature's requests after one load
-            if warmup:
+            if requests:
                 served = run_c_loader(tmp, requests, names)["results"]
                 note_served(export_dir, names, requests, served)
         except ServingLoaderError as e:

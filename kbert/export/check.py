@@ -61,24 +61,36 @@ with open(out_file, "w", encoding="utf-8") as f:
 C_LOADER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "c_loader.py")
 TOLERANCE = 1e-5  # numbers of the two loaders agree within this (absolute and relative)
 
-# export dir -> (signature names, requests, the C++ loader's results) of exports written
-# inside `keep_served()`.
+# Inside `keep_served()`: {"also": requests the exporter also runs, "exports": export dir
+# -> [(signature name, request, the C++ loader's result)]}.
 _SERVED: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
     "kbert_served_warmup", default=None)
 
 
 @contextlib.contextmanager
-def keep_served() -> Iterator[None]:
+def keep_served(also: list[dict] = ()) -> Iterator[None]:
     """Inside, each export written keeps what TF Serving's C++ loader answered to its
     warmup requests before the export was moved into place, so that `check` of it
     right after (`python -m kbert.export`) compares those answers with the Python
-    loader's instead of loading it in the C++ loader a second time."""
-    kept: dict = {}
-    token = _SERVED.set(kept)
+    loader's instead of loading it in the C++ loader a second time. `also`: more
+    `serving_default` requests for the exporter to run in that same load (not written
+    as warmup), whose answers `check_served` then takes (a task command's check of its
+    export against the Python predictions)."""
+    token = _SERVED.set({"also": [_plain(r) for r in also], "exports": {}})
     try:
         yield
     finally:
         _SERVED.reset(token)
+
+
+def _plain(request: dict) -> dict:
+    """`request` as JSON gives it back (lists, no tuples), for comparisons."""
+    return json.loads(json.dumps(request))
+
+
+def also_served() -> list[dict]:
+    """The requests `keep_served(also=...)` asks the exporter to run with its warmup."""
+    return list((_SERVED.get() or {}).get("also", []))
 
 
 def note_served(export_dir: str, names: list[str], requests: list[dict],
@@ -87,16 +99,21 @@ def note_served(export_dir: str, names: list[str], requests: list[dict],
     inside `keep_served()`)."""
     kept = _SERVED.get()
     if kept is not None:
-        kept[os.path.realpath(export_dir)] = (list(names), json.loads(json.dumps(requests)),
-                                              results)
+        kept["exports"][os.path.realpath(export_dir)] = [
+            (name, _plain(request), result)
+            for name, request, result in zip(names, requests, results)]
 
 
 def _kept_results(export_dir: str, names: list[str], requests: list[dict]):
     """The C++ loader's answers kept for these very requests of this export, or None."""
-    kept = (_SERVED.get() or {}).get(os.path.realpath(export_dir))
-    if kept is not None and kept[:2] == (names, json.loads(json.dumps(requests))):
-        return kept[2]
-    return None
+    kept = (_SERVED.get() or {"exports": {}})["exports"].get(os.path.realpath(export_dir))
+    if kept is None:
+        return None
+    answers = {json.dumps([name, request], sort_keys=True): result
+               for name, request, result in kept}
+    results = [answers.get(json.dumps([name, _plain(request)], sort_keys=True))
+               for name, request in zip(names, requests)]
+    return None if any(r is None for r in results) else results
 
 
 class ServingLoaderError(RuntimeError):
@@ -179,10 +196,12 @@ def run_c_loader(export_dir: str, requests: list[dict],
 
 def check_served(export_dir: str, request: dict, output: str, want: list, names: list,
                  what: str) -> None:
-    """Runs `request` through TF Serving's C++ loader (`run_c_loader`) and raises one
-    RuntimeError naming the first rows (`names`) whose `output` differs from `want`
-    (`what`: where `want` comes from, for the message)."""
-    served = run_c_loader(export_dir, [request])["results"][0][output]["value"]
+    """Runs `request` through TF Serving's C++ loader (`run_c_loader`, or takes the
+    answers the exporter kept where it ran `request` in its own load: `keep_served(also=
+    [request])`) and raises one RuntimeError naming the first rows (`names`) whose
+    `output` differs from `want` (`what`: where `want` comes from, for the message)."""
+    served = (_kept_results(export_dir, ["serving_default"], [request])
+              or run_c_loader(export_dir, [request])["results"])[0][output]["value"]
     differ = [name for name, a, b in zip(names, served, want) if a != b]
     if differ:
         raise RuntimeError(f"{export_dir}: the SavedModel answers {len(differ)} of "

@@ -176,13 +176,17 @@ def export(args, model, tokenizer, max_new_tokens: int, texts=(), outputs=()) ->
     from kbert.export import export_generate
     from kbert.export.folder import export_variant
 
+    from kbert.export.check import keep_served
+
     exported, _ = export_variant(model, args.quantize, args.dtype)
-    export_generate(exported, tokenizer, args.export_dir, max_new_tokens=max_new_tokens)
     texts = list(texts)[:64]
-    if texts:
-        check_export(args.export_dir, texts, list(outputs)[:64] if exported is model
-                     else generate_texts(exported, tokenizer, texts, args.max_seq_length,
-                                         max_new_tokens, args.predict_batch_size))
+    # The check's texts run in the exporter's own load of the export.
+    with keep_served(also=[{"prompt": texts}] if texts else []):
+        export_generate(exported, tokenizer, args.export_dir, max_new_tokens=max_new_tokens)
+        if texts:
+            check_export(args.export_dir, texts, list(outputs)[:64] if exported is model
+                         else generate_texts(exported, tokenizer, texts, args.max_seq_length,
+                                             max_new_tokens, args.predict_batch_size))
     logger.info("SavedModel for TF Serving (text in, text out): %s", args.export_dir)
 
 

@@ -150,8 +150,12 @@ def run(args) -> dict:
                 f"{k} {v:.2f}" for k, v in figures.items() if isinstance(v, float)))
             results.update({f"{variant}_{k}": v for k, v in figures.items()})
             write_json(os.path.join(args.output_dir, "eval_results.json"), results)
-        export_squad(model, tokenizer, args.export_dir, **settings)
-        _check_export(args.export_dir, dev_examples, predictions)
+        from kbert.export.check import keep_served
+
+        request = _check_request(dev_examples)
+        with keep_served(also=[request]):  # the check's questions in the exporter's load
+            export_squad(model, tokenizer, args.export_dir, **settings)
+            _check_export(args.export_dir, request, dev_examples, predictions)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
     return results
 
@@ -234,14 +238,22 @@ def train(args, runtime, train_examples, feature_args, dev=None):
     return model, tokenizer
 
 
-def _check_export(export_dir, examples, predictions, n=64):
+CHECKED_QUESTIONS = 64  # dev questions the export must answer as the Python pipeline
+
+
+def _check_request(examples) -> dict:
+    """The export's `serving_default` request of the first dev questions."""
+    sample = examples[:CHECKED_QUESTIONS]
+    return {"question": [e.question for e in sample], "context": [e.context for e in sample]}
+
+
+def _check_export(export_dir, request, examples, predictions):
     """The SavedModel, run as TF Serving runs it (its C++ loader), must give the answers
-    of the Python post-processing."""
+    of the Python post-processing to `request` (`_check_request(examples)`)."""
     from kbert.export.check import check_served
 
-    sample = examples[:n]
-    check_served(export_dir, {"question": [e.question for e in sample],
-                              "context": [e.context for e in sample]}, "answer",
+    sample = examples[:CHECKED_QUESTIONS]
+    check_served(export_dir, request, "answer",
                  [predictions.answers[e.qid] for e in sample], [e.qid for e in sample],
                  "the Python post-processing (question ids)")
     logger.info("SavedModel checked through TF Serving's C++ loader: same answers as "
