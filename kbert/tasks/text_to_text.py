@@ -174,9 +174,8 @@ def export(args, model, tokenizer, max_new_tokens: int, texts=(), outputs=()) ->
     Serving's loader to answer `outputs` for the first 64 `texts` (the model's own
     outputs; those of the exported variant where --quantize/--dtype changed it)."""
     from kbert.export import export_generate
-    from kbert.export.folder import export_variant
-
     from kbert.export.check import keep_served
+    from kbert.export.folder import export_variant
 
     exported, _ = export_variant(model, args.quantize, args.dtype)
     texts = list(texts)[:64]

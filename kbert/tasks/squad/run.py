@@ -152,10 +152,9 @@ def run(args) -> dict:
             write_json(os.path.join(args.output_dir, "eval_results.json"), results)
         from kbert.export.check import keep_served
 
-        request = _check_request(dev_examples)
-        with keep_served(also=[request]):  # the check's questions in the exporter's load
+        with keep_served(also=[_check_request(dev_examples)]):  # in the exporter's load
             export_squad(model, tokenizer, args.export_dir, **settings)
-            _check_export(args.export_dir, request, dev_examples, predictions)
+            _check_export(args.export_dir, dev_examples, predictions)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
     return results
 
@@ -247,13 +246,13 @@ def _check_request(examples) -> dict:
     return {"question": [e.question for e in sample], "context": [e.context for e in sample]}
 
 
-def _check_export(export_dir, request, examples, predictions):
+def _check_export(export_dir, examples, predictions):
     """The SavedModel, run as TF Serving runs it (its C++ loader), must give the answers
-    of the Python post-processing to `request` (`_check_request(examples)`)."""
+    of the Python post-processing to the first dev questions (`_check_request`)."""
     from kbert.export.check import check_served
 
     sample = examples[:CHECKED_QUESTIONS]
-    check_served(export_dir, request, "answer",
+    check_served(export_dir, _check_request(examples), "answer",
                  [predictions.answers[e.qid] for e in sample], [e.qid for e in sample],
                  "the Python post-processing (question ids)")
     logger.info("SavedModel checked through TF Serving's C++ loader: same answers as "
