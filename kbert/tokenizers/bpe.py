@@ -96,6 +96,8 @@ class MergeTable(tf.Module):
                 seen.add(key)
                 keys.append(key)
                 ranks.append(rank)
+        if not keys:  # no merges (a character-level byte BPE): a key no pair has
+            keys, ranks = [-1], [_NO_RANK]
         self.ranks = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
             tf.constant(keys, tf.int64), tf.constant(ranks, tf.int32)), _NO_RANK)
         self.results = tf.constant([ids[a + b] for a, b in merges] or [0], tf.int32)

@@ -16,6 +16,7 @@ import functools
 
 import tensorflow as tf
 
+from kbert.tokenizers import strings
 from kbert.tokenizers.base import Tokenizer
 
 BOS_CHAR, EOS_CHAR, BOW_CHAR, EOW_CHAR, PAD_CHAR = 256, 257, 258, 259, 260
@@ -70,17 +71,10 @@ class ELMoCharTokenizer(Tokenizer):
 
     def split(self, texts) -> tf.RaggedTensor:
         """tf.string [batch] -> RaggedTensor [batch, (words)], split as `str.split()`."""
-        import tensorflow_text as tf_text
-
         texts = self.as_batch(texts)
-        # regex_split stops at a NUL byte: split a copy with NUL swapped for another
-        # non-space byte, and cut the words from the original bytes by their offsets.
-        _, start, end = tf_text.regex_split_with_offsets(
-            tf.strings.regex_replace(texts, "\\x00", "\x01"), self._spaces)
-        rows = start.value_rowids()
-        words = tf.strings.substr(tf.gather(texts, rows), start.flat_values,
-                                  end.flat_values - start.flat_values)
-        return start.with_flat_values(words)
+        # NUL-safe, each word cut from the original bytes (strings.regex_split_...).
+        words, _, _ = strings.regex_split_with_offsets(texts, self._spaces)
+        return words
 
     def words_to_ids(self, words: tf.RaggedTensor) -> tf.Tensor:
         """RaggedTensor [batch, (words)] of tf.string -> int32 [batch, words, L]."""

@@ -24,7 +24,7 @@ from kbert import hub
 from kbert.io import read_json
 from kbert.tokenizers.base import Tokenizer
 from kbert.tokenizers.gpt import GPTTokenizer
-from kbert.tokenizers import packing
+from kbert.tokenizers import packing, strings
 from kbert.tokenizers.packing import truncate, truncate_pair_lengths_hf
 
 SPECIAL_TOKENS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
@@ -49,13 +49,20 @@ def _snap_to_characters(texts, starts, ends):
     lengths = tf.strings.length(texts, unit="BYTE")
     bounds = tf.concat([char_starts, tf.expand_dims(tf.cast(lengths, tf.int64), 1)],
                        axis=1)  # [B, (C + 1)], sorted
-    dense = bounds.to_tensor(tf.int64.max)
-    s = tf.searchsorted(dense, starts.to_tensor(0), side="right") - 1
-    e = tf.searchsorted(dense, ends.to_tensor(0), side="left")
-    s = tf.gather(dense, tf.maximum(s, 0), batch_dims=1)
-    e = tf.gather(dense, e, batch_dims=1)
-    return (tf.RaggedTensor.from_tensor(s, lengths=starts.row_lengths()),
-            tf.RaggedTensor.from_tensor(e, lengths=ends.row_lengths()))
+    # One sorted list for the batch (row * width + offset), not a [B, longest] table:
+    # memory linear in the text, whatever the rows' lengths.
+    width = tf.reduce_max(tf.concat([tf.cast(lengths, tf.int64), [0]], 0)) + 1
+    shift = tf.range(bounds.nrows(out_type=tf.int64)) * width
+    keys = bounds.flat_values + tf.repeat(shift, bounds.row_lengths())
+    flat_bounds = bounds.flat_values
+
+    def snap(offsets, side, back):
+        query = offsets.flat_values + tf.gather(shift, offsets.value_rowids())
+        found = tf.searchsorted(keys[tf.newaxis], query[tf.newaxis], side=side,
+                                out_type=tf.int64)[0] - back
+        return offsets.with_flat_values(tf.gather(flat_bounds, tf.maximum(found, 0)))
+
+    return snap(starts, "right", 1), snap(ends, "left", 0)
 
 
 class RobertaTokenizer(Tokenizer):
@@ -128,14 +135,14 @@ class RobertaTokenizer(Tokenizer):
         if self._lstrip_pattern:
             stripped = _WHITESPACE + "+(" + self._lstrip_pattern + ")"
             keep = self._special_pattern + "|" + stripped
-            pieces, starts, _ = tf_text.regex_split_with_offsets(texts, keep, keep)
+            pieces, starts, _ = strings.regex_split_with_offsets(texts, keep, keep)
             # A piece that is whitespace + an lstrip token is that token.
             flat = pieces.flat_values
             token = tf.strings.regex_replace(flat, "^" + stripped + "$", "\\1")
             moved = tf.strings.length(flat) - tf.strings.length(token)
             return (pieces.with_flat_values(token),
                     starts.with_flat_values(starts.flat_values + tf.cast(moved, tf.int64)))
-        pieces, starts, _ = tf_text.regex_split_with_offsets(texts, self._special_pattern,
+        pieces, starts, _ = strings.regex_split_with_offsets(texts, self._special_pattern,
                                                              self._special_pattern)
         return pieces, starts
 
@@ -190,7 +197,7 @@ class RobertaTokenizer(Tokenizer):
         """(words, starts, ends): the texts split on Unicode whitespace (as `str.split`),
         with byte offsets: the words NER tags (RoBERTa has no word splitter of its own)."""
         texts = self.as_batch(texts)
-        words, starts, ends = tf_text.regex_split_with_offsets(texts, _WHITESPACE + "+")
+        words, starts, ends = strings.regex_split_with_offsets(texts, _WHITESPACE + "+")
         return words, starts, ends
 
     def detokenize(self, ids) -> tf.Tensor:

@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from kbert import hub
 from kbert.io import atomic_file, read_json
+from kbert.tokenizers import strings
 from kbert.tokenizers.base import Held, Tokenizer
 from kbert.tokenizers.packing import truncate
 
@@ -136,10 +137,8 @@ class T5Tokenizer(Tokenizer):
 
     def tokenize(self, texts) -> tf.RaggedTensor:
         """int32 ids [batch, (tokens)], no `</s>` (see the module docstring)."""
-        import tensorflow_text as tf_text
-
         texts = self.as_batch(texts)
-        chunks = tf_text.regex_split(texts, _SPECIAL, _SPECIAL)  # [B, (chunks)]
+        chunks, _, _ = strings.regex_split_with_offsets(texts, _SPECIAL, _SPECIAL)
         flat = chunks.flat_values
         extra = tf.strings.regex_full_match(flat, r"<extra_id_\d+>")
         number = tf.strings.to_number(  # "0" where not a sentinel; large values saturate
