@@ -19,8 +19,14 @@ for bytes, or numbers for the signature's numeric inputs). `--signature A,B,...`
 signature name per request, each run by its own (one load for several signatures).
 OUT.json: {"signatures": {name: {"inputs": {...}, "outputs": {...}}},
            "results": [{output: {"dtype", "shape", "value" (flat list)}}],
-           "error": null or one line (the first failure: loading or a request)}
-The exit status is 0 when every request was answered, 1 otherwise.
+           "error": null or one line (the first failure: loading or a request),
+           "loaded_rss": bytes resident after loading,
+           "peak_rss": [the process's peak resident bytes after each request]}
+With `--each`, a request that fails gets {"error": one line} in `results` and the
+next request runs (`error` is then only a loading failure). A string input may be a
+value (rank 0) or nested lists (rank 2, ...), as a client may send: the server does
+not check ranks against the SignatureDef. The exit status is 0 when every request was
+answered (with `--each`: when the export loaded), 1 otherwise.
 """
 
 from __future__ import annotations
@@ -234,27 +240,25 @@ class Served:
             raise ServingError(f"the graph has no operation {op!r}")
         return TF_Output(oper, int(index or 0))
 
-    def _string_tensor(self, values: list[bytes]):
+    def _string_tensor(self, values):
+        """A string tensor from bytes (rank 0) or a list, or nested lists of equal
+        lengths (rank 1, 2, ...), of bytes: the shape a client sends, whatever the
+        signature declares (the server does not check ranks; the graph must)."""
         api = self.api
-        dims = (ctypes.c_int64 * 1)(len(values))
-        tensor = api.AllocateTensor(TF_STRING, dims, 1, TSTRING_SIZE * len(values))
+        shape, flat = _shape_and_values(values)
+        dims = (ctypes.c_int64 * len(shape))(*shape)
+        tensor = api.AllocateTensor(TF_STRING, dims, len(shape), TSTRING_SIZE * len(flat))
         data = api.TensorData(tensor)
-        for k, value in enumerate(values):
+        for k, value in enumerate(flat):
             api.StringInit(data + k * TSTRING_SIZE)
             api.StringCopy(data + k * TSTRING_SIZE, value, len(value))
-        return tensor
+        return tensor, len(flat)
 
     def _number_tensor(self, dtype: str, values: list):
         """A tensor of a numeric dtype (the signature's) from a list, or nested lists of
         equal lengths ([batch, n], [batch, n, m], ...)."""
         api = self.api
-        shape = [len(values)]
-        while values and isinstance(values[0], list):
-            shape.append(len(values[0]))
-            if any(not isinstance(row, list) or len(row) != shape[-1] for row in values):
-                raise ServingError(f"a {len(shape)}-dimensional input needs rows of one "
-                                   "length at each level")
-            values = [x for row in values for x in row]
+        shape, values = _shape_and_values(values)
         raw = struct.pack(f"<{len(values)}{_STRUCT[dtype]}", *values)
         dims = (ctypes.c_int64 * len(shape))(*shape)
         code = {name: code for code, name in DTYPES.items()}[dtype]
@@ -262,7 +266,8 @@ class Served:
         ctypes.memmove(api.TensorData(tensor), raw, len(raw))
         return tensor
 
-    def _free_string_tensor(self, tensor, count: int) -> None:
+    def _free_string_tensor(self, tensor_and_count) -> None:
+        tensor, count = tensor_and_count
         data = self.api.TensorData(tensor)
         for k in range(count):
             self.api.StringDealloc(data + k * TSTRING_SIZE)
@@ -309,11 +314,10 @@ class Served:
         for k, dtype in zip(keys, dtypes):
             if dtype != "string" and dtype not in _STRUCT:
                 raise ServingError(f"input {k!r} of unsupported dtype {dtype}")
-        values = [[_bytes(v) if dtype == "string" else v for v in inputs[k]]
-                  for k, dtype in zip(keys, dtypes)]
-        tensors = [self._string_tensor(v) if dtype == "string" else
-                   self._number_tensor(dtype, v) for v, dtype in zip(values, dtypes)]
-        feed_values = (ctypes.c_void_p * len(keys))(*tensors)
+        tensors = [self._string_tensor(_bytes_of(inputs[k])) if dtype == "string" else
+                   self._number_tensor(dtype, inputs[k]) for k, dtype in zip(keys, dtypes)]
+        feed_values = (ctypes.c_void_p * len(keys))(
+            *[t[0] if dtype == "string" else t for t, dtype in zip(tensors, dtypes)])
         out_keys = sorted(sig["outputs"])
         fetches = (TF_Output * len(out_keys))(*[self._output(sig["outputs"][k]["name"])
                                                 for k in out_keys])
@@ -324,9 +328,9 @@ class Served:
             self.api.check(self.status, f"running {signature}")
             return {k: self._read(results[n]) for n, k in enumerate(out_keys)}
         finally:
-            for tensor, v, dtype in zip(tensors, values, dtypes):
+            for tensor, dtype in zip(tensors, dtypes):
                 if dtype == "string":
-                    self._free_string_tensor(tensor, len(v))
+                    self._free_string_tensor(tensor)
                 else:
                     self.api.DeleteTensor(tensor)
             for n in range(len(out_keys)):
@@ -338,6 +342,27 @@ class Served:
         self.api.DeleteSession(self.session, self.status)
         self.api.DeleteGraph(self.graph)
         self.api.DeleteStatus(self.status)
+
+
+def _shape_and_values(values) -> tuple[list[int], list]:
+    """(shape, flat values) of a value (rank 0) or nested lists of equal lengths."""
+    if not isinstance(values, list):
+        return [], [values]
+    shape = [len(values)]
+    while values and isinstance(values[0], list):
+        shape.append(len(values[0]))
+        if any(not isinstance(row, list) or len(row) != shape[-1] for row in values):
+            raise ServingError(f"a {len(shape)}-dimensional input needs rows of one "
+                               "length at each level")
+        values = [x for row in values for x in row]
+    return shape, values
+
+
+def _bytes_of(value):
+    """`_bytes` of each string of a (nested) list, or of one string."""
+    if isinstance(value, list):
+        return [_bytes_of(v) for v in value]
+    return _bytes(value)
 
 
 def _bytes(value) -> bytes:
@@ -355,6 +380,13 @@ def first_line(message: str) -> str:
     return lines[0] if lines else message
 
 
+def _peak_rss_bytes() -> int:
+    """This process's peak resident memory so far (Linux reports kilobytes)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     signature = "serving_default"
@@ -362,18 +394,27 @@ def main(argv=None) -> int:
         k = argv.index("--signature")
         signature = argv[k + 1]
         argv = argv[:k] + argv[k + 2:]
+    each = "--each" in argv  # a failed request is recorded and the next one runs
+    argv = [a for a in argv if a != "--each"]
     export_dir, requests_file, out_file = argv
     with open(requests_file, encoding="utf-8") as f:
         requests = json.load(f)
     names = signature.split(",")
-    report = {"signatures": {}, "results": [], "error": None}
+    report = {"signatures": {}, "results": [], "error": None, "peak_rss": []}
     try:
         if len(names) not in (1, len(requests)):
             raise ServingError(f"{len(names)} signature names for {len(requests)} requests")
         served = Served(export_dir)
         report["signatures"] = served.signatures
+        report["loaded_rss"] = _peak_rss_bytes()
         for n, request in enumerate(requests):
-            report["results"].append(served.run(request, names[n % len(names)]))
+            try:
+                report["results"].append(served.run(request, names[n % len(names)]))
+            except ServingError as e:
+                if not each:
+                    raise
+                report["results"].append({"error": first_line(str(e))})
+            report["peak_rss"].append(_peak_rss_bytes())
         served.close()
     except ServingError as e:
         report["error"] = first_line(str(e))

@@ -166,24 +166,28 @@ def _describe_failure(export_dir: str, error: str) -> str:
 
 
 def run_c_loader(export_dir: str, requests: list[dict],
-                 signature: str | list[str] = "serving_default", timeout: float = 600) -> dict:
+                 signature: str | list[str] = "serving_default", timeout: float = 600,
+                 each: bool = False, max_rss: int | None = None) -> dict:
     """Runs `requests` as `tensorflow_model_server` does: TensorFlow's C++ SavedModel
     loader (`TF_LoadSessionFromSavedModel`) and `Session::Run` on the SignatureDef's
     tensor names, in a fresh process that imports no TensorFlow Python (`c_loader.py`,
     with tensorflow-text's op libraries loaded by `TF_LoadLibrary`). Returns
-    {"results": [...], "signatures": {...}} as `run_fresh`; raises ServingLoaderError
-    with one line when loading or a request fails."""
+    {"results": [...], "signatures": {...}, "peak_rss": [...]} as `run_fresh`; raises
+    ServingLoaderError with one line when loading or a request fails. `each`: a failed
+    request gets {"error": one line} in `results` and the others still run. `max_rss`:
+    the process is killed, and ServingLoaderError raised, once its resident memory
+    passes this many bytes (a guard for requests meant to exhaust memory)."""
     with tempfile.TemporaryDirectory(prefix="kbert-c-loader-") as tmp:
         req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
         with open(req, "w", encoding="utf-8") as f:
             json.dump(requests, f, ensure_ascii=False)
-        proc = subprocess.run([sys.executable, C_LOADER, os.path.abspath(export_dir), req, out,
-                               "--signature", _signature_names(signature, requests)],
-                              capture_output=True, text=True,
-                              timeout=timeout, env=_fresh_env(), cwd=tmp)
+        argv = [sys.executable, C_LOADER, os.path.abspath(export_dir), req, out,
+                "--signature", _signature_names(signature, requests)] + (
+                    ["--each"] if each else [])
+        returncode, stderr = _run_guarded(argv, tmp, timeout, max_rss)
         if not os.path.exists(out):
             raise ServingLoaderError(f"{export_dir}: the C++ loader process failed (exit "
-                                     f"{proc.returncode}): {proc.stderr.strip()[-500:]}")
+                                     f"{returncode}): {stderr.strip()[-500:]}")
         with open(out, encoding="utf-8") as f:
             report = json.load(f)
     if report["python_modules"]:
@@ -192,6 +196,48 @@ def run_c_loader(export_dir: str, requests: list[dict],
     if report["error"]:
         raise ServingLoaderError(_describe_failure(export_dir, report["error"]))
     return report
+
+
+def _resident_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def _run_guarded(argv: list[str], cwd: str, timeout: float,
+                 max_rss: int | None) -> tuple[int, str]:
+    """(exit status, stderr) of `argv`; killed past `timeout` seconds
+    (subprocess.TimeoutExpired) or past `max_rss` resident bytes (ServingLoaderError)."""
+    import time
+
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True,
+                                env=_fresh_env(), cwd=cwd)
+        deadline = time.monotonic() + timeout
+        try:
+            while proc.poll() is None:
+                if max_rss is not None and _resident_bytes(proc.pid) > max_rss:
+                    proc.kill()
+                    proc.wait()
+                    raise ServingLoaderError(
+                        f"the C++ loader process passed {max_rss / 2 ** 30:.1f} GiB "
+                        "resident and was stopped")
+                if time.monotonic() > deadline:
+                    proc.kill()
+                    proc.wait()
+                    raise subprocess.TimeoutExpired(argv, timeout)
+                time.sleep(0.02 if max_rss is not None else 0.1)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        err.seek(0)
+        return proc.returncode, err.read()
 
 
 def check_served(export_dir: str, request: dict, output: str, want: list, names: list,
