@@ -7,12 +7,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import json
 import os
 import shutil
 import tempfile
 
 import tensorflow as tf
 
+from kbert.export import guards
 from kbert.export import ops as ops_lib
 from kbert.export.warmup import write_warmup_requests
 from kbert.io import atomic_directory
@@ -140,7 +142,8 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
                 serving_version: str, extra_files: dict[str, str] | None = None,
                 extra_signatures: dict | None = None,
                 method_names: dict[str, str] | None = None, raw_outputs=None,
-                raw_input_names=None) -> str:
+                raw_input_names=None, max_request_bytes: int = guards.MAX_REQUEST_BYTES
+                ) -> str:
     """tf.saved_model.save + warmup requests (+ `extra_files`, name -> text, in
     `assets.extra/`) + op check + the warmup requests replayed through TF Serving's C++
     loader, atomically: a failed check or replay leaves no export behind.
@@ -149,15 +152,22 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
     Predict's (TF Serving's Classify and Regress APIs need theirs); `raw_outputs`:
     model inputs -> the model's raw outputs; given, the export gets a `token_ids`
     signature (`token_ids_signature`) whose inputs are `raw_input_names` (default: the
-    tokenizer's keys for one text)."""
+    tokenizer's keys for one text). Every signature is guarded (`kbert.export.guards`:
+    input ranks, empty batches, at most `max_request_bytes` of text per request, which
+    `assets.extra/kbert_limits.json` records)."""
     export_dir = os.fspath(export_dir)
     if raw_outputs is not None:
         module.token_ids = token_ids_signature(module.tokenizer, raw_outputs,
                                                raw_input_names)
         extra_signatures = {**(extra_signatures or {}), "token_ids": module.token_ids}
-    parts = ExportParts(module, {"serving_default": signature, **(extra_signatures or {})},
+    functions = {"serving_default": signature, **(extra_signatures or {})}
+    limits = {"max_request_bytes": int(max_request_bytes)}
+    parts = ExportParts(module, {name: guards.guard(function, max_request_bytes)
+                                 for name, function in functions.items()},
                         [("serving_default", request) for request in warmup],
-                        dict(method_names or {}), dict(extra_files or {}))
+                        dict(method_names or {}),
+                        {**(extra_files or {}),
+                         guards.LIMITS_FILE: json.dumps(limits, indent=2) + "\n"})
     collected = _COLLECTED.get()
     if collected is not None:
         collected.append(parts)
@@ -251,6 +261,7 @@ def token_ids_signature(tokenizer, raw_outputs, names=None):
     `raw_outputs(inputs)`, floats as float32 (logits; no text post-processing)."""
     sample = tokenizer(["a"])
     names = sorted(names if names is not None else sample.keys())
+    vocab_size = getattr(tokenizer, "vocab_size", None) if "token_ids" in names else None
     # [batch, seq] for most; ELMo's `char_ids` are [batch, words, characters].
     shapes = {name: [None, None] + list(sample[name].shape[2:]) if name in sample
               else [None, None] for name in names}
@@ -258,7 +269,33 @@ def token_ids_signature(tokenizer, raw_outputs, names=None):
     @tf.function(input_signature=[{name: tf.TensorSpec(shapes[name], tf.int32, name=name)
                                    for name in names}])
     def token_ids(inputs):
+        with tf.control_dependencies(check_token_inputs(inputs, vocab_size)):
+            inputs = {k: tf.identity(v) for k, v in inputs.items()}
         return {k: tf.cast(v, tf.float32) if v.dtype.is_floating else v
                 for k, v in raw_outputs(dict(inputs)).items()}
 
     return token_ids
+
+
+def check_token_inputs(inputs: dict, vocab_size: int | None) -> list:
+    """Graph checks of a `token_ids`-style request, each failing with one line naming
+    the input: every input [batch, seq] of `token_ids`' shape (a `padding_mask` of
+    another shape would be read as something else), and ids in [0, vocab_size) (an id
+    of -1 would read the table's last row)."""
+    checks = []
+    ids = inputs.get("token_ids")
+    if ids is None:
+        return checks
+    for name in sorted(inputs):
+        if name != "token_ids" and inputs[name].shape.rank == ids.shape.rank:
+            checks.append(tf.debugging.Assert(
+                tf.reduce_all(tf.equal(tf.shape(inputs[name]), tf.shape(ids))),
+                [tf.constant(f"{name}: must have the shape of token_ids"), tf.shape(inputs[name]),
+                 tf.constant("token_ids:"), tf.shape(ids)], name=f"check_shape_{name}"))
+    if vocab_size is not None:
+        checks.append(tf.debugging.Assert(
+            tf.reduce_all((ids >= 0) & (ids < vocab_size)),
+            [tf.constant(f"token_ids: each id must be in [0, {int(vocab_size)}); got "
+                         "min, max"), tf.reduce_min(ids), tf.reduce_max(ids)],
+            name="check_token_ids"))
+    return checks

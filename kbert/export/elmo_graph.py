@@ -22,9 +22,16 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from kbert.export import guards
 from kbert.export import ops as ops_lib
 from kbert.export.base import SAMPLE_TEXTS, ServingModule, save_export
 from kbert.layers import ScalarMix
+
+# ELMo's default limit on a request's text (`guards`: rows x longest text's bytes):
+# about 10,000 English words. Every word goes through the character CNN and both
+# biLSTM layers, whose states are kept for the outputs, so a word costs far more than a
+# byte of a windowed encoder's text; the serving docs give the measured peak memory.
+ELMO_MAX_REQUEST_BYTES = 1 << 16
 
 
 def elmo_outputs(model, tokenizer, mix, text):
@@ -50,7 +57,8 @@ def layer_outputs(model, mix, inputs):
 
 
 def export_elmo(model, tokenizer, export_dir: str, mix: ScalarMix | None = None, *,
-                serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
+                serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
+                max_request_bytes: int = ELMO_MAX_REQUEST_BYTES) -> str:
     """Exports a stateless `ELMo` with its `ELMoCharTokenizer` (see the module
     docstring)."""
     if model.stateful:
@@ -71,4 +79,5 @@ def export_elmo(model, tokenizer, export_dir: str, mix: ScalarMix | None = None,
     module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
+                       max_request_bytes=max_request_bytes,
                        raw_outputs=lambda inputs: layer_outputs(model, mix, inputs))

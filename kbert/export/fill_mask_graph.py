@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from kbert.export import guards
 from kbert.export import ops as ops_lib
 from kbert.export.base import ServingModule, save_export
 
@@ -57,7 +58,8 @@ def fill_mask_inputs(tokenizer, text, seq_length: int) -> dict:
 
 def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
                      seq_length: int = 128,
-                     serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
+                     serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
+                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a masked-LM model with its tokenizer (see the module docstring)."""
     from kbert.models.interface import find_encoder
 
@@ -96,6 +98,7 @@ def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
     # its masked-LM logits [b, masks, vocabulary] out
     names = [*tokenizer(["a"]).keys(), "masked_lm_positions"]
     return save_export(module, serve, export_dir, warmup, serving_version,
+                       max_request_bytes=max_request_bytes,
                        raw_outputs=lambda x: {"mlm_logits": pretrainer(
                            x, training=False)["mlm_logits"]},
                        raw_input_names=names)

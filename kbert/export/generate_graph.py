@@ -53,8 +53,9 @@ import os
 
 import tensorflow as tf
 
+from kbert.export import guards
 from kbert.export import ops as ops_lib
-from kbert.export.base import SAMPLE_TEXTS, ServingModule, save_export
+from kbert.export.base import SAMPLE_TEXTS, ServingModule, check_token_inputs, save_export
 from kbert.models import generation
 
 SETTINGS_FILE = "kbert_generate.json"
@@ -68,7 +69,8 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                     length_penalty: float = 1.0, early_stopping=False,
                     repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                     min_new_tokens: int = 0, stop=(),
-                    serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
+                    serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
+                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a causal LM with its tokenizer (see the module docstring).
 
     `seed`: None draws new random numbers for every request and row; an int makes every
@@ -119,7 +121,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         with the export's settings (each prompt's best beam under beam search)."""
         rows = tf.shape(dense)[0]
         if seed is None:  # fresh randomness for every row
-            seeds = tf.random.uniform([rows, 2], maxval=2 ** 31 - 1, dtype=tf.int32)
+            seeds = fresh_seeds(rows)
         else:
             seeds = tf.tile(tf.constant([generation.seed_pair(seed)], tf.int32), [rows, 1])
         out = run(dense, mask, tf.constant(max_new_tokens, tf.int32), seeds,
@@ -143,8 +145,9 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     def token_ids(inputs):
         mask = tf.cast(inputs["padding_mask"] != 0, tf.int32)
         counts = tf.reduce_sum(mask, axis=1)
-        checks = [tf.debugging.Assert(tf.reduce_all(ok), [tf.constant(message)])
-                  for ok, message in (
+        checks = check_token_inputs(inputs, lm.vocab_size) + [
+            tf.debugging.Assert(tf.reduce_all(ok), [tf.constant(message)])
+            for ok, message in (
                       (counts >= 1, "padding_mask: every row needs a prompt token"),
                       (counts <= keep, f"token_ids: at most {keep} prompt tokens"))]
         with tf.control_dependencies(checks):
@@ -161,6 +164,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                                              stop_strings, prepare)
     warmup = [{"prompt": [t]} for t in SAMPLE_TEXTS] + [{"prompt": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
+                       max_request_bytes=max_request_bytes,
                        extra_files={SETTINGS_FILE: json.dumps(settings, indent=2,
                                                               sort_keys=True)},
                        extra_signatures={"generate": module.generate,
@@ -194,6 +198,7 @@ def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings, prep
     """The `generate` signature (see the module docstring): one compiled loop with a
     `RowSampler` and every processor on, each row's settings as tensors."""
     end = lm.end_token_id
+    vocab = int(lm.vocab_size)
     processing = generation.Processing(repetition_penalty=True, no_repeat_ngram_size=MAX_NGRAM,
                                        min_new_tokens=True, ngram_per_row=True,
                                        forced_end=generation.forced_end_of(lm))
@@ -220,23 +225,28 @@ def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings, prep
             f"{name}: one value per prompt")) for name, value in named.items()]
         bounds = [("max_new_tokens", max_new_tokens >= 1, "at least 1"),
                   ("max_new_tokens", max_new_tokens <= cap,
-                   f"at most {cap} (the export's --max_new_tokens)"),
-                  ("temperature", temperature >= 0, "0 (greedy) or more"),
-                  ("top_k", top_k >= 0, "0 (off) or more"),
+                   f"at most {cap} (--max_new_tokens of the export)"),
+                  ("temperature", (temperature >= 0) & tf.math.is_finite(temperature),
+                   "0 (greedy) or more, and finite"),
+                  ("top_k", (top_k >= 0) & (top_k <= vocab),
+                   f"between 0 (off) and {vocab} (the vocabulary)"),
                   ("top_p", (top_p > 0) & (top_p <= 1), "in (0, 1] (1: off)"),
                   ("seed", seed >= -1, "-1 (fresh randomness) or more"),
-                  ("repetition_penalty", repetition_penalty > 0, "more than 0 (1: off)"),
+                  ("repetition_penalty",
+                   (repetition_penalty > 0) & tf.math.is_finite(repetition_penalty),
+                   "more than 0 (1: off), and finite"),
                   ("no_repeat_ngram_size",
                    (no_repeat_ngram_size >= 0) & (no_repeat_ngram_size <= MAX_NGRAM),
                    f"between 0 (off) and {MAX_NGRAM}"),
-                  ("min_new_tokens", min_new_tokens >= 0, "0 (off) or more")]
+                  ("min_new_tokens", (min_new_tokens >= 0) & (min_new_tokens <= cap),
+                   f"between 0 (off) and {cap} (--max_new_tokens of the export)")]
         with tf.control_dependencies(checks):
             checks = [tf.debugging.Assert(tf.reduce_all(ok), [tf.constant(
                 f"{name}: each value must be {rule}")], name=f"check_{name}")
                 for name, ok, rule in bounds]
         with tf.control_dependencies(checks):
             _, dense, mask, _ = prepare(prompt)
-        fresh = tf.random.uniform([rows, 2], maxval=2 ** 31 - 1, dtype=tf.int32)
+        fresh = fresh_seeds(rows)
         pair = tf.cast(tf.stack([seed % (2 ** 31), (seed // (2 ** 31)) % (2 ** 31)], 1),
                        tf.int32)
         seeds = tf.where((seed < 0)[:, None], fresh, pair)
@@ -252,6 +262,19 @@ def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings, prep
                 "logprob": tf.reduce_sum(out["logprobs"] * counted, axis=1)}
 
     return per_request
+
+
+@tf.autograph.experimental.do_not_convert
+def fresh_seeds(rows):
+    """[rows, 2] int32 seeds from the operating system's entropy, new for every request
+    and every server process. A random op traced under a global seed
+    (`keras.utils.set_random_seed`, which every task command calls) carries that seed in
+    its attributes, and every process loading the export would replay the same draws;
+    this op is written with seed attributes 0, which TensorFlow's kernels read as "seed
+    from the system" (per kernel, so per loaded export; each run then draws the next
+    numbers)."""
+    return tf.raw_ops.RandomUniformInt(shape=tf.stack([rows, 2]), minval=tf.constant(0),
+                                       maxval=tf.constant(2 ** 31 - 1), seed=0, seed2=0)
 
 
 def _cut_at_stop(text, strings):

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from kbert.export import guards
 from kbert.export import ops as ops_lib
 from kbert.export.base import SAMPLE_TEXTS, ServingModule, check_seq_length, save_export
-from kbert.export.squad_graph import byte_to_char_offsets
+from kbert.tokenizers.strings import byte_slices, char_offsets
 
 _PREFIX = {"O": 0, "B": 1, "I": 2, "E": 3, "S": 4}
 
@@ -22,8 +23,8 @@ def ner_windows(tokenizer, text, seq_length: int):
     window row and position, and its byte span (RaggedTensors [batch, (words)])."""
     _, w_start, w_end = tokenizer.split_words(text)
     n_words = w_start.row_lengths()
-    surface = tf.strings.substr(tf.repeat(text, n_words), w_start.flat_values,
-                                w_end.flat_values - w_start.flat_values, unit="BYTE")
+    surface = byte_slices(text, w_start.value_rowids(), w_start.flat_values,
+                          w_end.flat_values)
     pieces = tf.cast(tokenizer.tokenize_words(surface), tf.int64)  # [words, (pieces)]
     n = tf.shape(surface, out_type=tf.int64)[0]
     unk = tf.RaggedTensor.from_row_lengths(
@@ -77,11 +78,11 @@ def ner_entities(tag_ids, info, text, labels: list[str]) -> dict:
                                              n_chunks + 1)[:n_chunks]
     batch = tf.shape(text, out_type=tf.int64)[0]
     chunk_row = tf.boolean_mask(tf.repeat(tf.range(batch), rows), starts)
-    chunk_text = tf.gather(text, chunk_row)
-    entity_text = tf.strings.substr(chunk_text, first_byte, last_byte - first_byte, unit="BYTE")
+    # Each text read once (not copied per entity): memory linear in the text.
+    entity_text = byte_slices(text, chunk_row, first_byte, last_byte)
     entity_type = tf.gather(tf.constant(types + [""]), tf.boolean_mask(kind, starts))
-    start_char = byte_to_char_offsets(chunk_text, first_byte)
-    end_char = byte_to_char_offsets(chunk_text, last_byte)
+    start_char = char_offsets(text, chunk_row, first_byte)
+    end_char = char_offsets(text, chunk_row, last_byte)
 
     def pad(values, default):
         return tf.RaggedTensor.from_value_rowids(values, chunk_row, nrows=batch).to_tensor(
@@ -95,7 +96,8 @@ def ner_entities(tag_ids, info, text, labels: list[str]) -> dict:
 
 
 def export_ner(model, tokenizer, export_dir: str, labels, *, seq_length: int = 128,
-               serving_version: str = ops_lib.DEFAULT_SERVING_VERSION, **_) -> str:
+               serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
+                max_request_bytes: int = guards.MAX_REQUEST_BYTES, **_) -> str:
     """Exports a token classifier (encoder inputs -> "logits" [b, s, num_labels]).
 
     Signature: `text` tf.string [batch] -> `entity_text`, `entity_type` tf.string
@@ -119,4 +121,5 @@ def export_ner(model, tokenizer, export_dir: str, labels, *, seq_length: int = 1
     module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
+                       max_request_bytes=max_request_bytes,
                        raw_outputs=lambda x: {"logits": model(x, training=False)["logits"]})

@@ -12,6 +12,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from kbert.export import guards
 from kbert.export import ops as ops_lib
 from kbert.export.base import (CLASSIFY_METHOD, REGRESS_METHOD, SAMPLE_QUESTIONS,
                                SAMPLE_TEXTS, ServingModule, check_seq_length,
@@ -21,7 +22,8 @@ from kbert.export.squad_graph import squad_answers, squad_windows
 
 def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=None, *,
                       pair: bool = False, seq_length: int = 128, regression: bool = False,
-                      serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
+                      serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
+                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a sentence (or sentence-pair) classifier or regressor.
 
     Args:
@@ -79,6 +81,7 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
                                                                    CLASSIFY_METHOD)
     output = "score" if regression else "logits"
     return save_export(module, signature, export_dir, warmup, serving_version,
+                       max_request_bytes=max_request_bytes,
                        extra_signatures={name: module.from_examples},
                        method_names={name: method},
                        raw_outputs=lambda x: {output: float_output(model, x, output)},
@@ -106,7 +109,8 @@ def _example_signature(serve, pair: bool, regression: bool, module):
 
 
 def export_embeddings(encoder, tokenizer, export_dir: str, *, seq_length: int = 128,
-                      serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
+                      serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
+                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports an encoder of any family (the model interface): `text` ->
     `pooled_output` [b, h] (the family's sentence vector), `sequence_output`
     [b, seq_length, h] (float32) and `padding_mask` int32 [b, seq_length]."""
@@ -128,14 +132,16 @@ def export_embeddings(encoder, tokenizer, export_dir: str, *, seq_length: int = 
         return {"pooled_output": out["pooled_output"],
                 "sequence_output": out["sequence_output"]}
 
-    return save_export(module, serve, export_dir, warmup, serving_version, raw_outputs=raw)
+    return save_export(module, serve, export_dir, warmup, serving_version,
+                       max_request_bytes=max_request_bytes, raw_outputs=raw)
 
 
 def export_squad(model: keras.Model, tokenizer, export_dir: str, *, max_seq_length: int = 384,
                  doc_stride: int = 128, max_query_length: int = 64, n_best_size: int = 20,
                  max_answer_length: int = 30, version_2_with_negative: bool = False,
                  null_score_diff_threshold: float = 0.0,
-                 serving_version: str = ops_lib.DEFAULT_SERVING_VERSION) -> str:
+                 serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
+                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a SQuAD span model (encoder inputs -> "start_logits", "end_logits").
 
     Signature: `question`, `context` tf.string [batch] -> `answer` tf.string [batch],
@@ -172,4 +178,5 @@ def export_squad(model: keras.Model, tokenizer, export_dir: str, *, max_seq_leng
         out = model(inputs, training=False)
         return {"start_logits": out["start_logits"], "end_logits": out["end_logits"]}
 
-    return save_export(module, serve, export_dir, warmup, serving_version, raw_outputs=raw)
+    return save_export(module, serve, export_dir, warmup, serving_version,
+                       max_request_bytes=max_request_bytes, raw_outputs=raw)

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from kbert.tokenizers.strings import byte_to_char_offsets
+
 
 def _first_argmax(values, mask, axis=-1):
     """Index of the first maximum of `values` where `mask` (ties: lowest index), and
@@ -40,17 +42,6 @@ def _first_argmax(values, mask, axis=-1):
     index = tf.reshape(index, shape)
     first = tf.reduce_min(tf.where(mask & tf.equal(masked, best), index, n), axis=axis)
     return first, tf.reduce_any(mask, axis=axis)
-
-
-def byte_to_char_offsets(texts, byte_offsets):
-    """Code-point offsets of byte offsets (at character boundaries) into UTF-8 `texts`.
-
-    Args:
-        texts: tf.string [batch]; byte_offsets: int64 [batch].
-    """
-    _, char_starts = tf.strings.unicode_decode_with_offsets(texts, "UTF-8")
-    before = tf.cast(char_starts < tf.expand_dims(byte_offsets, 1), tf.int64)
-    return tf.reduce_sum(before, axis=1)
 
 
 def squad_windows(tokenizer, question, context, max_seq_length: int, doc_stride: int,
@@ -86,30 +77,42 @@ def squad_windows(tokenizer, question, context, max_seq_length: int, doc_stride:
                                              max_seq_length)
     info = {"example": example, "index": index, "start": start, "length": length,
             "offset": layout["segment_start"][:, 1], "null": layout["null_position"],
-            "n_windows": n_windows, "byte_start": c_start, "byte_end": c_end}
+            "n_windows": n_windows, "byte_start": c_start, "byte_end": c_end,
+            "window": window, "step": step, "context_length": c_len}
     return inputs, info
 
 
 def _max_context(info, max_seq_length: int):
     """[num_windows, max_seq_length] bool: the position is a context token whose
-    most-context window (the original's score, first window on ties) is this one."""
+    most-context window (the original's score, first window on ties) is this one.
+
+    A token of window i can only lie in windows i - K .. i + K, K = ceil(window /
+    stride) of its example (windows start `stride` tokens apart and hold at most
+    `window`), so each position scores those 2K + 1 candidates, in window order: memory
+    [windows, seq, 2K + 1], linear in the context, where comparing with every window of
+    the example grew with the square of the windows."""
     pos = tf.range(max_seq_length, dtype=tf.int64)[tf.newaxis, :]
     j = pos - info["offset"][:, tf.newaxis]
     is_context = (j >= 0) & (j < info["length"][:, tf.newaxis])
     token = info["start"][:, tf.newaxis] + j  # context token index, [N, L]
-    # All windows of the same example, padded: [N, 1, M].
-    n = info["n_windows"]
-    starts = tf.RaggedTensor.from_row_lengths(info["start"], n).to_tensor(-1)
-    lengths = tf.RaggedTensor.from_row_lengths(info["length"], n).to_tensor(0)
-    ws = tf.gather(starts, info["example"])[:, tf.newaxis, :]
-    wl = tf.gather(lengths, info["example"])[:, tf.newaxis, :]
+    example = info["example"]
+    step = tf.gather(info["step"], example)[:, tf.newaxis, tf.newaxis]  # [N, 1, 1]
+    window = tf.gather(info["window"], example)[:, tf.newaxis, tf.newaxis]
+    c_len = tf.gather(info["context_length"], example)[:, tf.newaxis, tf.newaxis]
+    n = tf.gather(info["n_windows"], example)[:, tf.newaxis, tf.newaxis]
+    reach = tf.reduce_max(tf.concat([(info["window"] + info["step"] - 1) // info["step"],
+                                     [0]], 0))
+    candidate = (info["index"][:, tf.newaxis, tf.newaxis]
+                 + tf.range(-reach, reach + 1, dtype=tf.int64)[tf.newaxis, tf.newaxis, :])
+    ws = candidate * step  # [N, 1, 2K + 1]
+    wl = tf.minimum(window, c_len - ws)
     t = token[:, :, tf.newaxis]
     we = ws + wl - 1
-    contains = (t >= ws) & (t <= we) & (wl > 0)
+    contains = ((candidate >= 0) & (candidate < n) & (t >= ws) & (t <= we) & (wl > 0))
     score = (tf.cast(tf.minimum(t - ws, we - t), tf.float64)
              + 0.01 * tf.cast(wl, tf.float64))
-    best, _ = _first_argmax(score, contains, axis=-1)  # [N, L]
-    return is_context, is_context & tf.equal(best, info["index"][:, tf.newaxis])
+    best, _ = _first_argmax(score, contains, axis=-1)  # [N, L], index into candidates
+    return is_context, is_context & tf.equal(best, reach)
 
 
 def squad_answers(start_logits, end_logits, info, context, *, n_best_size: int,
@@ -138,17 +141,26 @@ def squad_answers(start_logits, end_logits, info, context, *, n_best_size: int,
     pair_score = s_val[:, :, tf.newaxis] + e_val[:, tf.newaxis, :]  # float32, as Python
     pairs = k * k
     n = info["n_windows"]
-    flat_valid = tf.RaggedTensor.from_row_lengths(tf.reshape(valid, [-1, pairs]), n)
-    flat_score = tf.RaggedTensor.from_row_lengths(tf.reshape(pair_score, [-1, pairs]), n)
-    # Per example, windows in order then pairs in order: [B, M * k * k].
     batch = tf.shape(n)[0]
-    score_t = tf.reshape(flat_score.to_tensor(float("-inf")), [batch, -1])
-    valid_t = tf.reshape(flat_valid.to_tensor(False), [batch, -1])
-    best, has_span = _first_argmax(score_t, valid_t, axis=1)
-    best_pair = best % pairs
+    # The best pair of each window (ties: the first in order), then of each example the
+    # first window holding its best score: per example, windows in order then pairs in
+    # order, as Python ranks them; memory linear in the windows.
+    in_window, window_has = _first_argmax(tf.reshape(pair_score, [-1, pairs]),
+                                          tf.reshape(valid, [-1, pairs]), axis=1)
+    window_score = tf.where(window_has, tf.gather(tf.reshape(pair_score, [-1, pairs]),
+                                                  tf.minimum(in_window, pairs - 1),
+                                                  batch_dims=1), float("-inf"))
+    example = info["example"]
+    example_best = tf.math.unsorted_segment_max(window_score, example, batch)
+    rows = tf.range(tf.shape(example, out_type=tf.int64)[0])
+    total = tf.reduce_sum(n)
+    first_row = tf.math.unsorted_segment_min(
+        tf.where(window_has & tf.equal(window_score, tf.gather(example_best, example)),
+                 rows, total), example, batch)
+    has_span = first_row < total
     # The window row of the best pair (rows without a valid pair: any row, unused).
-    window_row = tf.minimum(tf.cumsum(n, exclusive=True) + best // pairs,
-                            tf.reduce_sum(n) - 1)
+    window_row = tf.minimum(first_row, total - 1)
+    best_pair = tf.minimum(tf.gather(in_window, window_row), pairs - 1)
     a_best = tf.gather(tf.gather(s_idx, window_row), best_pair // k, batch_dims=1)
     b_best = tf.gather(tf.gather(e_idx, window_row), best_pair % k, batch_dims=1)
     s_best = tf.gather(tf.gather(s_val, window_row), best_pair // k, batch_dims=1)
