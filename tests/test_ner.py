@@ -438,3 +438,23 @@ def test_eval_strategy_keeps_the_best_dev_f1(conll_files, tmp_path):
     assert state["best"]["metrics"]["f1"] == max(f1s)
     results = json.loads((tmp_path / "eval_results.json").read_text())["dev"]
     assert results["f1"] == pytest.approx(max(f1s), abs=1e-9)
+
+
+def test_an_empty_training_file_is_named_and_dev_only_types_are_warned(tmp_path, capsys):
+    """#49: an empty (or -DOCSTART- only) file is refused naming the flag and the file,
+    before any vocabulary is built; entity types tagged only in the dev file are named
+    in a warning (they used to enter the label set silently)."""
+    from kbert.tasks.ner.data import read_ner_file, unseen_entity_types
+
+    empty = tmp_path / "eng.train"
+    empty.write_text("-DOCSTART- -X- -X- O\n\n")
+    with pytest.raises(ValueError, match=r"^--train_file .*eng.train: no sentences"):
+        read_ner_file(str(empty))
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--train_file", str(empty), "--output_dir", str(tmp_path / "out")])
+    assert exit_.value.code == 1 and capsys.readouterr().err.strip().splitlines() == [
+        f"error: --train_file {empty}: no sentences (an empty file, or only -DOCSTART- "
+        "and blank lines)"]
+    train = [ner.Sentence(["Ann", "ran"], ["B-PER", "O"])]
+    dev = [ner.Sentence(["Oslo", "Ann", "UN"], ["B-LOC", "B-PER", "B-ORG"])]
+    assert unseen_entity_types(train, dev) == ["LOC", "ORG"]

@@ -85,8 +85,20 @@ def read_ner_file(path: str, scheme: str = "bio2", label_list: list[str] | None 
     `label_list`)."""
     path = os.fspath(path)
     if os.path.splitext(path)[1].lower() in (".json", ".jsonl"):
-        return read_ner_jsonl(path, scheme, label_list, flag)
-    return read_conll(path, scheme)
+        sentences = read_ner_jsonl(path, scheme, label_list, flag)
+    else:
+        sentences = read_conll(path, scheme)
+    if not sentences:
+        raise ValueError(f"{flag} {path}: no sentences (an empty file, or only "
+                         "-DOCSTART- and blank lines)")
+    return sentences
+
+
+def unseen_entity_types(train: list[Sentence], other: list[Sentence]) -> list[str]:
+    """Entity types tagged in `other` (a dev or test file) that `train` never tags."""
+    def types(sentences):
+        return {t[2:] for s in sentences for t in s.tags if t != "O"}
+    return sorted(types(other) - types(train))
 
 
 def read_ner_jsonl(path: str, scheme: str = "bio2", label_list: list[str] | None = None,

@@ -16,7 +16,7 @@ from kbert.models import registry
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
                                 encoder_options, finish_adapters, fit_options, loop_steps,
                                 tokenizer_options, trim_multiple)
-from kbert.tasks.ner.data import labels_of, load_tfds, read_ner_file
+from kbert.tasks.ner.data import labels_of, load_tfds, read_ner_file, unseen_entity_types
 from kbert.tasks.ner.evaluate import evaluate
 from kbert.tasks.ner.features import convert_sentences, word_predictions
 from kbert.tasks.ner.model import build_model, ner_loss, prepare_encoder
@@ -71,6 +71,11 @@ def run(args) -> dict:
     os.makedirs(args.output_dir, exist_ok=True)
     data = _load(args)  # read and validate every file before training
     train = data["train"]
+    unseen = unseen_entity_types(train, data.get("dev", []))
+    if unseen:  # kept, so that dev scores count them as missed, not as absent
+        logger.warning("--dev_file %s: entity types the training file never tags: %s; the "
+                    "model cannot learn them (they count as missed in the dev scores)",
+                    args.dev_file or "(TFDS validation)", ", ".join(unseen))
     labels = labels_of(train + data.get("dev", []))
     # NER keeps case unless told otherwise (capitals mark names).
     tokenizer = build_tokenizer([" ".join(s.words) for s in train],
