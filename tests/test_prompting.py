@@ -129,3 +129,36 @@ def test_command_refusals_are_one_line(gpt_folder, tmp_path, capsys):
                              "--output_dir", str(tmp_path / "out")])
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
+
+
+def test_the_exact_few_shot_prompts_of_gpt_and_t5():
+    """#50: the strings each family is prompted with, two shots and the example. GPT:
+    GPT-3's RTE format (Brown et al., 2020, appendix G: "{premise}\\nquestion: {hypothesis}
+    True or False?\\nanswer: True", shots separated by a blank line), its label word
+    after the prompt with its own leading space. T5: T5's own GLUE input ("rte
+    sentence1: ... sentence2: ...") and target ("entailment"), each shot's target after
+    a space: it used to be glued to the shot's last word ("...house.entailment")."""
+    from kbert.models import registry
+    from kbert.tasks.glue.data import GlueExample
+
+    task = get_task("rte")
+    train = [GlueExample("t0", "The cat built the house.", "The cat constructed the house.",
+                          "entailment"),
+             GlueExample("t1", "It rained.", "It was dry.", "not_entailment")]
+    dev = [GlueExample("d0", "A man sleeps.", "A man is awake.", "not_entailment")]
+    gpt, _ = prompting.build_prompts(task, prompting.template_for(task), dev, train,
+                                     shots=2, seed=0)
+    t5_template = prompting.text_to_text_template(task, registry.get_family("t5"))
+    t5, drawn = prompting.build_prompts(task, t5_template, dev, train, shots=2, seed=0)
+    first, second = drawn[0]
+    gpt_shot = {0: "The cat built the house.\nQuestion: The cat constructed the house. "
+                   "True or False?\nAnswer: True",
+                1: "It rained.\nQuestion: It was dry. True or False?\nAnswer: False"}
+    assert gpt[0] == "\n\n".join([gpt_shot[first], gpt_shot[second],
+                                  "A man sleeps.\nQuestion: A man is awake. True or False?"
+                                  "\nAnswer:"])
+    t5_shot = {0: "rte sentence1: The cat built the house. sentence2: The cat constructed "
+                  "the house. entailment",
+               1: "rte sentence1: It rained. sentence2: It was dry. not_entailment"}
+    assert t5[0] == " ".join([t5_shot[first], t5_shot[second],
+                              "rte sentence1: A man sleeps. sentence2: A man is awake."])

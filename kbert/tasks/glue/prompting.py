@@ -44,6 +44,7 @@ class Template:
     words: tuple
 
     separator: str = "\n\n"
+    answer_separator: str = ""  # between a shot's prompt and its word (which has a space)
 
     def prompt(self, a: str, b: str | None) -> str:
         return self.text.format(a=a, b=b or "")
@@ -77,6 +78,9 @@ class TextToTextTemplate:
     text_hook: object
     words: tuple
     separator: str = " "
+    # T5's targets have no leading space: a shot's target is written after a space
+    # ("rte sentence1: ... sentence2: ... entailment"), not glued to its last word.
+    answer_separator: str = " "
 
     @property
     def text(self) -> str:
@@ -120,7 +124,8 @@ def build_prompts(task, template: Template, examples, train, shots: int, seed: i
         picks = rng.choice(len(train), size=min(shots, len(train)), replace=False) \
             if shots else np.array([], int)
         parts = [template.prompt(train[j].text_a, train[j].text_b)
-                 + template.words[labels.index(train[j].label)] for j in picks]
+                 + template.answer_separator + template.words[labels.index(train[j].label)]
+                 for j in picks]
         parts.append(template.prompt(example.text_a, example.text_b))
         prompts.append(template.separator.join(parts))
         drawn.append([int(j) for j in picks])
