@@ -119,6 +119,28 @@ class Tokenizer(tf.Module):
         """Settings written to `tokenizer_config.json` besides the assets."""
         return {"tokenizer_class": type(self).__name__}
 
+    @staticmethod
+    def saved_seq_length(config: dict) -> dict:
+        """{"seq_length": n} of a `tokenizer_config.json`'s `model_max_length` (the
+        length it was saved with), or {} where it records none (Hugging Face writes a
+        huge number for "no limit")."""
+        length = config.get("model_max_length") if isinstance(config, dict) else None
+        if isinstance(length, int) and not isinstance(length, bool) and 0 < length < 10 ** 6:
+            return {"seq_length": length}
+        return {}
+
+    def fit_positions(self, positions: int | None, model: str) -> None:
+        """Cuts `seq_length` to a model's `positions`, with a warning naming both, where
+        it is longer (a tokenizer saved for a longer model would fail at the first call
+        instead)."""
+        if positions is not None and getattr(self, "seq_length", 0) > positions:
+            import logging
+
+            logging.getLogger("kbert").warning(
+                "%s: the tokenizer's length %d is longer than the model's %d positions; "
+                "it packs to %d", model, self.seq_length, positions, positions)
+            self.seq_length = int(positions)
+
     def save_pretrained(self, path: str | os.PathLike) -> None:
         """Writes `assets()` and `tokenizer_config.json` into `path`, each atomically."""
         path = os.fspath(path)

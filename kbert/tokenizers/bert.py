@@ -380,6 +380,7 @@ class BertTokenizer(Tokenizer):
                 settings["lowercase"] = bool(d["do_lower_case"])
             if d.get("strip_accents") is not None:
                 settings["strip_accents"] = bool(d["strip_accents"])
+            settings.update(cls.saved_seq_length(d))
         else:
             base = os.path.basename(os.path.normpath(path)).lower()
             if "cased" in base and "uncased" not in base:

@@ -385,7 +385,7 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
                     os.path.join(path, merges)):
                 file = os.path.join(path, "tokenizer_config.json")
                 d = read_json(file) if os.path.exists(file) else {}
-                settings = read_pair_format(path, d)
+                settings = {**read_pair_format(path, d), **cls.saved_seq_length(d)}
                 if isinstance(d, dict) and "special_tokens_in_text" in d:
                     settings["special_tokens_in_text"] = bool(d["special_tokens_in_text"])
                 return cls(os.path.join(path, vocab), os.path.join(path, merges),

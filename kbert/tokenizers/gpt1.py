@@ -139,8 +139,10 @@ class GPT1Tokenizer(HeldBpe, TaskTokens, Tokenizer):
         path = hub.resolve(path)
         if not cls.folder_has_files(path):
             raise FileNotFoundError(f"{path}: no vocab.json + merges.txt")
+        file = os.path.join(path, "tokenizer_config.json")
+        saved = cls.saved_seq_length(read_json(file)) if os.path.exists(file) else {}
         return cls(os.path.join(path, "vocab.json"), os.path.join(path, "merges.txt"),
-                   **{**read_pair_format(path), **kwargs})
+                   **{**read_pair_format(path), **saved, **kwargs})
 
     def assets(self) -> dict[str, str]:
         return bpe_assets(self._vocabulary, self._merges)

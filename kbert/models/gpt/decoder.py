@@ -262,6 +262,8 @@ class GPTLanguageModel(Quantizable, keras.Model):
 
             if GPTTokenizer.folder_has_files(path):
                 tokenizer = GPTTokenizer.from_pretrained(path)
+                tokenizer.fit_positions(decoder.config.max_position_embeddings,
+                                        os.fspath(path))
         model = cls(decoder, name="gpt_language_model")
         model.tokenizer = tokenizer
         return model
