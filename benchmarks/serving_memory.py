@@ -80,16 +80,21 @@ def request(kind: str, text: str) -> dict:
 def main() -> int:
     with tempfile.TemporaryDirectory() as root:
         exports = build(root)
-        print("| export | text bytes | words | peak resident over loaded (MiB) | MiB per 10 KB |")
+        print("| export | text bytes | words | peak resident over loaded (MiB) | "
+              "MiB per 10 KB more than the row above |")
         print("| --- | ---: | ---: | ---: | ---: |")
         for kind, sizes in SIZES.items():
+            before = None
             for n in sizes:
                 text = _text(n)
                 report = run_c_loader(exports[kind], [request(kind, text)],
                                       max_rss=6 * 2 ** 30, timeout=600)
                 grown = (report["peak_rss"][0] - report["loaded_rss"]) / MIB
-                print(f"| {kind} | {n:,} | {len(text.split()):,} | {grown:.0f} | "
-                      f"{grown / (n / 10_000):.1f} |", flush=True)
+                step = "" if before is None else \
+                    f"{(grown - before[1]) / ((n - before[0]) / 10_000):.1f}"
+                print(f"| {kind} | {n:,} | {len(text.split()):,} | {grown:.0f} | {step} |",
+                      flush=True)
+                before = (n, grown)
     return 0
 
 

@@ -21,7 +21,8 @@ OUT.json: {"signatures": {name: {"inputs": {...}, "outputs": {...}}},
            "results": [{output: {"dtype", "shape", "value" (flat list)}}],
            "error": null or one line (the first failure: loading or a request),
            "loaded_rss": bytes resident after loading,
-           "peak_rss": [the process's peak resident bytes after each request]}
+           "peak_rss": [each request's peak resident bytes (Linux: VmHWM, reset
+                        before each request)]}
 With `--each`, a request that fails gets {"error": one line} in `results` and the
 next request runs (`error` is then only a loading failure). A string input may be a
 value (rank 0) or nested lists (rank 2, ...), as a client may send: the server does
@@ -380,11 +381,36 @@ def first_line(message: str) -> str:
     return lines[0] if lines else message
 
 
-def _peak_rss_bytes() -> int:
-    """This process's peak resident memory so far (Linux reports kilobytes)."""
-    import resource
+def _status_bytes(field: str) -> int | None:
+    """A `/proc/self/status` memory field (VmRSS, VmHWM) in bytes; None off Linux."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+def _reset_peak() -> None:
+    """Starts a new peak-resident count (Linux: "5" to /proc/self/clear_refs resets
+    VmHWM), so that each request's peak is its own, not the load's."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _peak_rss_bytes() -> int:
+    """The peak resident memory since the last `_reset_peak` (or since the start)."""
+    peak = _status_bytes("VmHWM")
+    if peak is None:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return peak
 
 
 def main(argv=None) -> int:
@@ -406,8 +432,9 @@ def main(argv=None) -> int:
             raise ServingError(f"{len(names)} signature names for {len(requests)} requests")
         served = Served(export_dir)
         report["signatures"] = served.signatures
-        report["loaded_rss"] = _peak_rss_bytes()
+        report["loaded_rss"] = _status_bytes("VmRSS") or _peak_rss_bytes()
         for n, request in enumerate(requests):
+            _reset_peak()
             try:
                 report["results"].append(served.run(request, names[n % len(names)]))
             except ServingError as e:
