@@ -98,27 +98,47 @@ def _snapshot(text: str, repo: str, revision: str | None, what: str) -> str:
     try:
         import huggingface_hub
         from huggingface_hub import constants, errors
-    except ImportError as e:  # pragma: no cover - a dependency of kbert
+    except ImportError as e:  # a dependency of kbert; missing in a hand-made environment
         raise FileNotFoundError(f"{text}: no such {what}; reading it as a Hub name needs "
-                                f"huggingface_hub ({e})") from None
+                                f"huggingface_hub ({e}): pip install huggingface_hub"
+                                ) from None
     where = f"no such {what}, and Hugging Face Hub repo {repo!r}"
     if revision:
         where += f" at revision {revision!r}"
+    # Without a network, huggingface_hub retries for about 25 s before it reads the
+    # cache: a Hub that cannot be reached at once is read as offline.
+    offline = constants.HF_HUB_OFFLINE or not _reachable(constants.ENDPOINT)
     try:
-        patterns = None if constants.HF_HUB_OFFLINE else _patterns(repo, revision)
+        patterns = None if offline else _patterns(repo, revision)
         return huggingface_hub.snapshot_download(repo, revision=revision,
-                                                 allow_patterns=patterns)
+                                                 allow_patterns=patterns,
+                                                 local_files_only=offline)
     except (errors.RepositoryNotFoundError, errors.GatedRepoError) as e:
         raise FileNotFoundError(f"{text}: {where} is not on the Hub or not readable "
                                 f"with this token ({type(e).__name__})") from None
     except errors.RevisionNotFoundError:
         raise FileNotFoundError(f"{text}: {where}: the repo has no such revision") from None
     except errors.LocalEntryNotFoundError:
-        offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else ""
+        why = (" (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else
+               f" ({constants.ENDPOINT} did not answer)" if offline else "")
         raise FileNotFoundError(
             f"{text}: {where} is not in the Hub cache ({constants.HF_HUB_CACHE}) and the "
-            f"Hub cannot be reached{offline}; fetch it where there is network with "
+            f"Hub cannot be reached{why}; fetch it where there is network with "
             f"`hf download {repo}` (same HF_HOME) or give a local folder") from None
+
+
+def _reachable(endpoint: str, timeout: float = 3.0) -> bool:
+    """Whether a TCP connection to the Hub's host opens within `timeout` seconds."""
+    import socket
+    import urllib.parse
+
+    url = urllib.parse.urlparse(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def _patterns(repo: str, revision: str | None) -> list[str] | None:

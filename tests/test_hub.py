@@ -155,3 +155,26 @@ def test_task_command_takes_a_hub_name(offline_hub, tmp_path, capsys):
     assert exit_.value.code == 2 and err.startswith(
         "python -m kbert.tasks.glue: error: argument --init_from: no-such/model: no such "
         "model folder, and Hugging Face Hub repo 'no-such/model' is not in the Hub cache"), err
+
+
+def test_an_unreachable_hub_answers_at_once_from_the_cache(hub_home, monkeypatch):
+    """#50: with HF_HUB_OFFLINE unset and no network, a name not in the cache is answered
+    in one line at once (huggingface_hub's retries took about 25 s), and a cached name
+    still loads."""
+    import time
+
+    from huggingface_hub import constants
+
+    from kbert import hub
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", os.path.join(hub_home, "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens
+    start = time.monotonic()
+    with pytest.raises(FileNotFoundError) as e:
+        hub.resolve("bert-base-uncased")
+    assert time.monotonic() - start < 5
+    message = str(e.value)
+    assert "\n" not in message and "is not in the Hub cache" in message
+    assert "(http://127.0.0.1:9 did not answer)" in message
+    assert hub.resolve(REPO).endswith(COMMIT)
