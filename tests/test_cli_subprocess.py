@@ -226,3 +226,20 @@ def test_a_wrong_training_value_is_answered_before_tensorflow_is_imported(
                 for row in proc.stderr.splitlines() if row.startswith("import time:")}
     assert not imported & {"tensorflow", "keras", "numpy"}, imported
     assert not out.exists()
+
+
+def test_a_clone_folder_named_kbert_is_named_when_it_shadows_the_package(tmp_path):
+    """#50: a script run from the folder above a clone named `kbert` imported the clone
+    folder as an empty namespace package (`module 'kbert' has no attribute
+    'BertEncoder'`); now the clone's package is used and one line says so."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    os.symlink(root, tmp_path / "kbert")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = "import kbert, kbert.tasks.squad; print(kbert.BertEncoder.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "BertEncoder"
+    assert out.stderr.strip().splitlines()[0] == (  # TensorFlow's start-up lines follow
+        f"kbert: 'import kbert' found the clone folder {tmp_path / 'kbert'}; using the "
+        "package inside it")
