@@ -453,6 +453,8 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "OK: 6 warmup requests answered" in proc.stdout
+    # A check checks: no batching file unless asked for (#50: it always wrote one).
+    assert not (tmp_path / "base" / "mymodel" / "batching_parameters.txt").exists()
     # The ops are checked against 2.19's own registry (read from its wheel), with no
     # warning: an export of TF 2.21 runs on TF Serving 2.19 when its ops are there.
     assert ("has 0 of them" not in proc.stdout and "(read from TensorFlow 2.19 and "
@@ -478,11 +480,13 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     shutil.copytree(export_dir, for_2_12)
     assert strip_for_release(str(for_2_12), "2.12") == ["VarHandleOp.debug_name"]
     assert missing_ops(str(for_2_12), "2.12") == {}
-    proc = subprocess.run(check_cmd + [str(for_2_12), "--serving_version", "2.12"],
+    proc = subprocess.run(check_cmd + [str(for_2_12), "--serving_version", "2.12",
+                                       "--batching_file"],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "DisableCopyOnRead" not in proc.stdout and "WARNING" not in proc.stdout
-    # The check also wrote TF Serving's batching parameters, beside the versions.
+    # Asked with --batching_file, the check wrote TF Serving's batching parameters,
+    # beside the versions.
     batching_file = tmp_path / "base" / "mymodel" / "batching_parameters.txt"
     params = _parse_batching_parameters(batching_file.read_text())
     assert params.max_batch_size.value == params.allowed_batch_sizes[-1] >= 1

@@ -35,10 +35,11 @@ def _check_main(argv) -> int:
     p.add_argument("export_dir", help="a SavedModel folder (BASE/NAME/VERSION)")
     p.add_argument("--serving_version", default=DEFAULT_SERVING_VERSION,
                    choices=SERVING_VERSIONS, help="TF Serving release to check against")
-    p.add_argument("--batching_file", default=None,
-                   help="where to write TF Serving's --batching_parameters_file, tuned by "
-                        "timing the export at batch 1, 2, 4, ... here (default "
-                        "BASE/NAME/batching_parameters.txt; 'none': no sweep)")
+    p.add_argument("--batching_file", nargs="?", const="", default=None, metavar="PATH",
+                   help="also write TF Serving's --batching_parameters_file, tuned by "
+                        "timing the export at batch 1, 2, 4, ... on this machine (PATH, "
+                        "or BASE/NAME/batching_parameters.txt when the flag has no "
+                        "value); without the flag, the check writes nothing")
     from kbert.cli import UsageError, add_cli_flags, run_command
     from kbert.export.check import check
 
@@ -49,8 +50,8 @@ def _check_main(argv) -> int:
             raise UsageError(f"{args.export_dir}: no saved_model.pb; give a SavedModel "
                              "version folder (BASE/NAME/VERSION)")
         ok = check(args.export_dir, args.serving_version, verbose=args.verbose)
-        if ok and (args.batching_file or "").lower() != "none":
-            write_batching_file(args.export_dir, args.batching_file)
+        if ok and args.batching_file is not None and args.batching_file.lower() != "none":
+            write_batching_file(args.export_dir, args.batching_file or None)
         return ok
 
     return 0 if run_command(p, argv, run) else 1
