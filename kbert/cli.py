@@ -215,6 +215,9 @@ def check_training_values(args) -> None:
     epochs = getattr(args, "num_train_epochs", None)
     if epochs is not None and not epochs > 0:
         raise UsageError(f"--num_train_epochs {epochs}: must be more than 0")
+    max_steps = getattr(args, "max_steps", -1)
+    if max_steps is not None and max_steps == 0 or (max_steps or -1) < -1:
+        raise UsageError(f"--max_steps {max_steps}: must be more than 0 (or -1: off)")
 
 
 def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):

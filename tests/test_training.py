@@ -555,16 +555,48 @@ def test_mirrored_with_xla_is_a_clear_error():
         _train_losses(training.resolve_strategy("mirrored"), jit=True)
 
 
-def test_total_steps_round_up_to_whole_loops():
-    assert training.whole_loops(1013, 200) == (1200, 200)  # 1013 is prime
+def test_total_steps_are_the_steps_asked_for():
+    """#50: total steps are no longer rounded up to whole loops (8 epochs of `make demo`
+    trained 9.09: 1,408 steps became 1,600); only to whole executions."""
+    assert training.whole_loops(1013, 200) == (1013, 200)  # 1013 is prime: 6 loops
     assert training.whole_loops(600, 200) == (600, 200)
     assert training.whole_loops(7, 200) == (7, 7)
-    # A loop is whole executions: 7 steps at 4 per execution train 8.
+    # An execution is whole: 7 steps at 4 per execution train 8.
     assert training.whole_loops(7, 200, multiple=4) == (8, 8)
-    assert training.whole_loops(1013, 200, multiple=8) == (1200, 200)
+    assert training.whole_loops(1013, 200, multiple=8) == (1016, 200)
     with pytest.raises(ValueError, match="steps_per_loop=6 is not a multiple of "
                                          "steps_per_execution=4"):
         training.whole_loops(100, 6, multiple=4)
+    import argparse
+
+    # ceil(epochs x examples / batch): 3 epochs of 56 rows at 32 are 5.25 -> 6 steps;
+    # --max_steps overrides the epochs, as in transformers' run_glue.py.
+    args = argparse.Namespace(num_train_epochs=3.0, max_steps=-1)
+    assert training.train_steps(args, 56, 32) == 6
+    assert training.train_steps(argparse.Namespace(num_train_epochs=2.0, max_steps=-1),
+                                64, 32) == 4
+    assert training.train_steps(argparse.Namespace(num_train_epochs=3.0, max_steps=5),
+                                56, 32) == 5
+
+
+def test_the_last_loop_is_shorter_and_a_rerun_sees_a_complete_run(tmp_path):
+    """7 steps in loops of 3: 3 + 3 + 1 steps trained, checkpoints at 3, 6 and 7."""
+    model = train_script.build(0.0)
+    training.compile_model(model, training.create_optimizer(1e-3, 7),
+                           keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    data = training.finalize_dataset(train_script.examples(), 4, True, seed=0)
+    seen = []
+
+    class Count(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(batch)
+
+    training.fit(model, data, 7, 3, checkpoint_dir=str(tmp_path), verbose=0,
+                 keep_checkpoints=5, callbacks=[Count()])
+    assert len(seen) == 7 and int(model.optimizer.iterations.numpy()) == 7
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert [int(p.rsplit("-", 1)[1]) for p in state.all_model_checkpoint_paths] == [3, 6, 7]
+    assert training.fit(model, data, 7, 3, checkpoint_dir=str(tmp_path), verbose=0) is None
 
 
 class _Terminal(io.StringIO):

@@ -98,6 +98,9 @@ def add_training_flags(group, *, learning_rate, epochs, output_dir: str,
         group.add_argument("--learning_rate", type=float, default=learning_rate,
                            help="peak learning rate")
         group.add_argument("--num_train_epochs", type=float, default=epochs, help="epochs")
+        group.add_argument("--max_steps", type=int, default=-1,
+                           help="training steps in all; more than 0 overrides "
+                                "--num_train_epochs (as transformers' run_glue.py)")
     group.add_argument("--warmup_proportion", type=float, default=0.1,
                        help="share of training steps with linear learning-rate warmup")
     group.add_argument("--steps_per_loop", type=int, default=200,

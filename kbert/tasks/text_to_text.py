@@ -134,7 +134,7 @@ def fine_tune(args, lm_class, make_data, examples: int, log_name: str) -> keras.
     runtime = training.Runtime.from_flags(args)
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * examples / batch)), args.steps_per_loop,
+        training.train_steps(args, examples, batch), args.steps_per_loop,
         args.steps_per_execution)
     model = runtime.build(
         lambda: lm_class.from_pretrained(args.init_from),

@@ -28,5 +28,6 @@ _EXPORTS = {
     "set_precision": "kbert.training.precision",
     "trim_padding": "kbert.training.distribute",
     "whole_loops": "kbert.training.loop",
+    "train_steps": "kbert.training.loop",
 }
 lazy_package(__name__, _EXPORTS)

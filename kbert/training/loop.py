@@ -241,31 +241,58 @@ def _clock(seconds: float) -> str:
 class _CheckpointEveryLoop(keras.callbacks.Callback):
     """Saves model, optimizer and the consumed-batch counter after every loop."""
 
-    def __init__(self, manager: tf.train.CheckpointManager, step: tf.Variable, steps_per_loop):
+    def __init__(self, manager: tf.train.CheckpointManager, step: tf.Variable, steps_per_loop,
+                 total_steps: int | None = None):
         super().__init__()
         self.manager, self.step, self.steps_per_loop = manager, step, steps_per_loop
+        self.total_steps = total_steps if total_steps is not None else float("inf")
 
     def on_epoch_end(self, epoch, logs=None):
-        self.step.assign((epoch + 1) * self.steps_per_loop)
+        self.step.assign(min((epoch + 1) * self.steps_per_loop, self.total_steps))
         path = self.manager.save(checkpoint_number=int(self.step.numpy()))
         logger.log(logging.DEBUG if _BarLine.on_screen else logging.INFO,
                    "saved checkpoint %s", path)
 
 
 def whole_loops(total_steps: int, steps_per_loop: int, multiple: int = 1) -> tuple[int, int]:
-    """(total_steps, steps_per_loop) with total_steps rounded up to whole loops, so
-    that every checkpoint falls on a loop boundary (what exact resumption needs).
-    A loop is a whole number of `multiple` steps (the model's steps_per_execution:
-    Keras runs whole executions only)."""
+    """(total_steps, steps_per_loop): total_steps rounded up to whole executions of
+    `multiple` steps (the model's steps_per_execution: Keras runs whole executions
+    only), steps_per_loop at most that. The last loop may be shorter: the steps asked
+    for are the steps run (they used to be rounded up to whole loops, so 8 epochs
+    trained 9.09)."""
     if steps_per_loop % multiple:
         raise ValueError(f"steps_per_loop={steps_per_loop} is not a multiple of "
                          f"steps_per_execution={multiple}")
-    steps_per_loop = max(multiple, min(steps_per_loop, math.ceil(total_steps / multiple) * multiple))
-    rounded = math.ceil(total_steps / steps_per_loop) * steps_per_loop
+    rounded = math.ceil(total_steps / multiple) * multiple
     if rounded != total_steps:
-        logger.info("total_steps %d rounded up to %d, a whole number of %d-step loops",
-                    total_steps, rounded, steps_per_loop)
-    return rounded, steps_per_loop
+        logger.info("total_steps %d rounded up to %d, a whole number of %d-step executions",
+                    total_steps, rounded, multiple)
+    return rounded, max(multiple, min(steps_per_loop, rounded))
+
+
+def train_steps(args, examples: float, batch: int) -> int:
+    """The steps a task command trains: --max_steps where more than 0, else
+    ceil(--num_train_epochs x examples / batch), at least 1."""
+    max_steps = getattr(args, "max_steps", -1) or -1
+    if max_steps > 0:
+        return int(max_steps)
+    return max(1, math.ceil(args.num_train_epochs * examples / batch - 1e-9))
+
+
+class _StopAt(keras.callbacks.Callback):
+    """Ends training after `total_steps` (the last loop shorter than the others)."""
+
+    def __init__(self, total_steps: int, steps_per_loop: int):
+        super().__init__()
+        self.total_steps, self.steps_per_loop = total_steps, steps_per_loop
+        self._epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        if self._epoch * self.steps_per_loop + batch + 1 >= self.total_steps:
+            self.model.stop_training = True
 
 
 def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
@@ -289,7 +316,8 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
         model: a compiled Keras model.
         train_data: an endless (`repeat()`ed) dataset of (inputs, labels) batches.
         total_steps: batches to train on, in all (micro-batches with accumulation);
-            rounded up to a whole number of loops.
+            rounded up to whole executions (steps_per_execution); the last loop is
+            shorter where they are not a whole number of loops.
         steps_per_loop: steps between checkpoints and validation runs.
         examples_per_step, tokens_per_step: for the throughput log (kbert's task
             commands count real tokens, padding left out, as an average per batch).
@@ -330,7 +358,7 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
             write_dir = cleanup = os.path.join(
                 checkpoint_dir, f".worker_{strategy.cluster_resolver.task_id}")
         manager = tf.train.CheckpointManager(checkpoint, write_dir, max_to_keep=keep_checkpoints)
-        callbacks.append(_CheckpointEveryLoop(manager, step, steps_per_loop))
+        callbacks.append(_CheckpointEveryLoop(manager, step, steps_per_loop, total_steps))
     done = int(step.numpy())
     if evaluation is not None and evaluation.stopped:
         logger.info("training already complete (stopped early at step %d)",
@@ -353,6 +381,8 @@ def fit(model: keras.Model, train_data: tf.data.Dataset, total_steps: int,
                                   examples_per_step=examples_per_step, initial_step=done))
         verbose = 0
     epochs = math.ceil(total_steps / steps_per_loop)
+    if total_steps % steps_per_loop:
+        callbacks.insert(0, _StopAt(total_steps, steps_per_loop))
     try:
         if multi_worker:
             return _fit_multi_worker(model, strategy, train_data.skip(done), epochs,
@@ -428,6 +458,8 @@ def _fit_multi_worker(model, strategy, data, epochs, steps_per_epoch, initial_ep
             step_fn(iterator)
             logs = {k: float(v) for k, v in model.get_metrics_result().items()}
             callback_list.on_train_batch_end(batch, logs)
+            if model.stop_training:  # the shorter last loop (`_StopAt`)
+                break
         callback_list.on_epoch_end(epoch, dict(logs))
     callback_list.on_train_end(logs)
     return history

@@ -242,7 +242,7 @@ def run(args) -> dict:
         return out
 
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * len(train) / batch)),
+        training.train_steps(args, len(train), batch),
         loop_steps(args, len(train) / batch, bool(dev)), args.steps_per_execution)
     data = training.finalize_dataset(examples_dataset(tokenizer, x, y, seq), batch,
                                      training=True, seed=args.seed, trim=trim)

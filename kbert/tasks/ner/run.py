@@ -91,7 +91,7 @@ def run(args) -> dict:
                     "pieces" if specials else "words")
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * n_windows / batch)),
+        training.train_steps(args, n_windows, batch),
         loop_steps(args, n_windows / batch, "dev" in data), args.steps_per_execution)
     ds = features.dataset(tokenizer)
     # Padded pieces carry label -1, which the loss ignores: cutting them is the same loss.

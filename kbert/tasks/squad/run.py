@@ -199,7 +199,7 @@ def train(args, runtime, train_examples, feature_args, dev=None):
     y = {"start_logits": arrays["start_positions"], "end_logits": arrays["end_positions"]}
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
-        max(1, int(args.num_train_epochs * len(train_features) / batch)),
+        training.train_steps(args, len(train_features), batch),
         loop_steps(args, len(train_features) / batch, dev is not None),
         args.steps_per_execution)
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
