@@ -29,8 +29,10 @@ refs: $(VENV)/.base
 
 # The main job on its embedded default: SQuAD on the bundled sample, trained, evaluated,
 # exported for TF Serving (runs/squad/serving/squad/1).
+# TF_CPP_MIN_LOG_LEVEL=3: TensorFlow's C++ start-up errors on a machine without a GPU
+# (E0000 ... cuInit) stay off the terminal, as for a plain `python -m kbert...` run.
 demo: $(VENV)/.base
-	$(PY) -m kbert.tasks.squad --output_dir runs/squad
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m kbert.tasks.squad --output_dir runs/squad
 
 demo-classifier: $(VENV)/.base
 	$(PY) -m kbert.demo

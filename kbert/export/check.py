@@ -215,13 +215,17 @@ def _run_guarded(argv: list[str], cwd: str, timeout: float,
     (subprocess.TimeoutExpired) or past `max_rss` resident bytes (ServingLoaderError)."""
     import time
 
+    if max_rss is None:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=_fresh_env(), cwd=cwd)
+        return proc.returncode, proc.stderr
     with tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, text=True,
                                 env=_fresh_env(), cwd=cwd)
         deadline = time.monotonic() + timeout
         try:
             while proc.poll() is None:
-                if max_rss is not None and _resident_bytes(proc.pid) > max_rss:
+                if _resident_bytes(proc.pid) > max_rss:
                     proc.kill()
                     proc.wait()
                     raise ServingLoaderError(
@@ -231,7 +235,7 @@ def _run_guarded(argv: list[str], cwd: str, timeout: float,
                     proc.kill()
                     proc.wait()
                     raise subprocess.TimeoutExpired(argv, timeout)
-                time.sleep(0.02 if max_rss is not None else 0.1)
+                time.sleep(0.02)
         finally:
             if proc.poll() is None:
                 proc.kill()

@@ -225,7 +225,21 @@ def main(argv=None) -> int:
           f"F1 {results['f1']:.2f} ({args.output_dir}/eval_results.json)")
     if args.export_dir:
         print(f"SavedModel for TF Serving: {args.export_dir}")
+        for line in serving_lines(args.export_dir):
+            print(line)
     return 0
+
+
+def serving_lines(export_dir: str) -> list[str]:
+    """How to serve the export (EXPORT_BASE/NAME/VERSION) and ask it a question."""
+    base = os.path.dirname(os.path.abspath(export_dir))
+    name = os.path.basename(base)
+    request = ('{"instances": [{"question": "Who wrote it?", '
+               '"context": "The book was written by Ann Lee in 1990."}]}')
+    return [f"serve it:  docker run -p 8501:8501 -v \"{base}:/models/{name}\" "
+            f"-e MODEL_NAME={name} tensorflow/serving:2.21.0",
+            f"query it:  curl -s -X POST localhost:8501/v1/models/{name}:predict "
+            f"-d '{request}'"]
 
 
 if __name__ == "__main__":
