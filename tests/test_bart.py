@@ -415,3 +415,30 @@ def test_generate_export_forces_the_end_token(folder, tmp_path):
     assert fresh["num_tokens"]["value"] == [3, 5]
     assert fresh["text"]["value"] == [w["text"] for w in want]
     assert served["text"]["value"] == lm.generate(texts, max_new_tokens=6)
+
+
+def test_pretrain_from_a_folder_reads_its_weights_once(tmp_path, caplog):
+    """#50: `pretrain --model bart --init_from FOLDER` (no --from_scratch) read the folder's
+    weights twice (the recipe's look at its config and tokenizer, then the run's model):
+    "Loaded BartSeq2SeqLM" was logged twice."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    from kbert.tasks.pretrain import __main__ as cli
+    from kbert.tasks.pretrain.corpus import write_corpus
+
+    write_corpus(str(tmp_path / "text.txt"), 200)
+    bpe = ByteLevelBPETokenizer()
+    bpe.train([str(tmp_path / "text.txt")], vocab_size=300, min_frequency=2,
+              special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    (tmp_path / "bart").mkdir()
+    bpe.save_model(str(tmp_path / "bart"))
+    tok = kbert.BartTokenizer.from_pretrained(tmp_path / "bart")
+    kbert.BartSeq2SeqLM(kbert.BartConfig.preset("tiny", vocab_size=tok.vocab_size)
+                        ).save_pretrained(tmp_path / "bart", tokenizer=tok)
+    with caplog.at_level("INFO"):
+        assert cli.main(["--model", "bart", "--init_from", str(tmp_path / "bart"),
+                         "--output_dir", str(tmp_path / "out"), "--corpus_paragraphs", "200",
+                         "--max_seq_length", "32", "--num_train_steps", "2",
+                         "--num_warmup_steps", "1", "--steps_per_loop", "2",
+                         "--train_batch_size", "4"]) == 0
+    assert caplog.text.count("Loaded BartSeq2SeqLM") == 1, caplog.text

@@ -164,13 +164,20 @@ class BartPretraining(PretrainRecipe):
     def build(self, args, runtime, texts, optimizer) -> PretrainRun:
         import dataclasses
 
+        from kbert import hub
         from kbert.models.bart import BartConfig, BartSeq2SeqLM
+        from kbert.models.bart.checkpoints import _with_generation_config, read_folder
+        from kbert.tokenizers.bart import BartTokenizer
 
-        source = BartSeq2SeqLM.from_pretrained(args.init_from)
-        tokenizer = source.tokenizer
-        if tokenizer is None:
+        # The folder's config and tokenizer only: its weights are read once, by the run's
+        # model (`seq2seq_run`), not here too.
+        path = hub.resolve(args.init_from)
+        if not BartTokenizer.folder_has_files(path):
             raise ValueError(f"--init_from {args.init_from}: no vocab.json + merges.txt")
-        config = source.config
+        tokenizer = BartTokenizer.from_pretrained(path)
+        config, _, _, fmt, _ = read_folder(path)
+        if fmt == "hf":
+            config = _with_generation_config(config, path)
         if args.from_scratch and args.preset == "demo":
             config = dataclasses.replace(BartConfig.preset("tiny"), vocab_size=config.vocab_size,
                                          hidden_size=64, encoder_intermediate_size=128,
