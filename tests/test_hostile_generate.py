@@ -120,3 +120,18 @@ def test_text_after_a_nul_byte_reaches_the_encoder(exports, family):
                            "generate")["results"]
     a, b = ((r["text"]["value"][0], r["logprob"]["value"][0]) for r in results)
     assert a != b
+
+
+def test_concurrent_requests_are_never_mixed(exports):
+    """8 threads sending 64 `generate` requests at once on one loaded session (as TF
+    Serving's threads run them): each answer is the one the same request gets alone,
+    seeded sampling included."""
+    prompts = ["The quick brown fox", "Hello", "数字 and émoji 🙂", "It's", "1234", "a b c",
+               "Zürich", "?"]
+    requests = [_request(prompts[n % 8], seed=n % 5, max_new_tokens=1 + n % 8,
+                         temperature=0.0 if n % 3 == 0 else 0.9) for n in range(64)]
+    alone = run_c_loader(exports["gpt"], requests, "generate")["results"]
+    together = run_c_loader(exports["gpt"], requests, "generate", threads=8)["results"]
+    assert [r["text"]["value"] for r in together] == [r["text"]["value"] for r in alone]
+    assert [r["num_tokens"]["value"] for r in together] == \
+        [r["num_tokens"]["value"] for r in alone]

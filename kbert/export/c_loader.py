@@ -23,7 +23,8 @@ OUT.json: {"signatures": {name: {"inputs": {...}, "outputs": {...}}},
            "loaded_rss": bytes resident after loading,
            "peak_rss": [each request's peak resident bytes (Linux: VmHWM, reset
                         before each request)]}
-With `--each`, a request that fails gets {"error": one line} in `results` and the
+With `--threads N`, N requests run at once on the one session (as a server's threads
+run them; the results keep the requests' order). With `--each`, a request that fails gets {"error": one line} in `results` and the
 next request runs (`error` is then only a loading failure). A string input may be a
 value (rank 0) or nested lists (rank 2, ...), as a client may send: the server does
 not check ranks against the SignatureDef. The exit status is 0 when every request was
@@ -323,12 +324,14 @@ class Served:
         fetches = (TF_Output * len(out_keys))(*[self._output(sig["outputs"][k]["name"])
                                                 for k in out_keys])
         results = (ctypes.c_void_p * len(out_keys))()
+        status = self.api.NewStatus()  # one per call: runs may overlap (`--threads`)
         try:
             self.api.SessionRun(self.session, None, feeds, feed_values, len(keys), fetches,
-                                results, len(out_keys), None, 0, None, self.status)
-            self.api.check(self.status, f"running {signature}")
+                                results, len(out_keys), None, 0, None, status)
+            self.api.check(status, f"running {signature}")
             return {k: self._read(results[n]) for n, k in enumerate(out_keys)}
         finally:
+            self.api.DeleteStatus(status)
             for tensor, dtype in zip(tensors, dtypes):
                 if dtype == "string":
                     self._free_string_tensor(tensor)
@@ -422,6 +425,11 @@ def main(argv=None) -> int:
         argv = argv[:k] + argv[k + 2:]
     each = "--each" in argv  # a failed request is recorded and the next one runs
     argv = [a for a in argv if a != "--each"]
+    threads = 1
+    if "--threads" in argv:  # requests at once, on the one session, as a server runs them
+        k = argv.index("--threads")
+        threads = int(argv[k + 1])
+        argv = argv[:k] + argv[k + 2:]
     export_dir, requests_file, out_file = argv
     with open(requests_file, encoding="utf-8") as f:
         requests = json.load(f)
@@ -433,7 +441,14 @@ def main(argv=None) -> int:
         served = Served(export_dir)
         report["signatures"] = served.signatures
         report["loaded_rss"] = _status_bytes("VmRSS") or _peak_rss_bytes()
-        for n, request in enumerate(requests):
+        if threads > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(threads) as pool:  # ctypes calls release the GIL
+                report["results"] = list(pool.map(
+                    lambda n: served.run(requests[n], names[n % len(names)]),
+                    range(len(requests))))
+        for n, request in enumerate(requests if threads == 1 else ()):
             _reset_peak()
             try:
                 report["results"].append(served.run(request, names[n % len(names)]))

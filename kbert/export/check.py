@@ -167,7 +167,7 @@ def _describe_failure(export_dir: str, error: str) -> str:
 
 def run_c_loader(export_dir: str, requests: list[dict],
                  signature: str | list[str] = "serving_default", timeout: float = 600,
-                 each: bool = False, max_rss: int | None = None) -> dict:
+                 each: bool = False, max_rss: int | None = None, threads: int = 1) -> dict:
     """Runs `requests` as `tensorflow_model_server` does: TensorFlow's C++ SavedModel
     loader (`TF_LoadSessionFromSavedModel`) and `Session::Run` on the SignatureDef's
     tensor names, in a fresh process that imports no TensorFlow Python (`c_loader.py`,
@@ -176,14 +176,16 @@ def run_c_loader(export_dir: str, requests: list[dict],
     ServingLoaderError with one line when loading or a request fails. `each`: a failed
     request gets {"error": one line} in `results` and the others still run. `max_rss`:
     the process is killed, and ServingLoaderError raised, once its resident memory
-    passes this many bytes (a guard for requests meant to exhaust memory)."""
+    passes this many bytes (a guard for requests meant to exhaust memory). `threads`:
+    requests run that many at once on the one session."""
     with tempfile.TemporaryDirectory(prefix="kbert-c-loader-") as tmp:
         req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
         with open(req, "w", encoding="utf-8") as f:
             json.dump(requests, f, ensure_ascii=False)
         argv = [sys.executable, C_LOADER, os.path.abspath(export_dir), req, out,
                 "--signature", _signature_names(signature, requests)] + (
-                    ["--each"] if each else [])
+                    ["--each"] if each else []) + (
+                    ["--threads", str(threads)] if threads > 1 else [])
         returncode, stderr = _run_guarded(argv, tmp, timeout, max_rss)
         if not os.path.exists(out):
             raise ServingLoaderError(f"{export_dir}: the C++ loader process failed (exit "
