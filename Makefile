@@ -49,8 +49,9 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 # Everything but `slow` (the default addopts): units, parity, end-to-end trainings and
 # fresh-process tests.
+# --durations=30: the 30 slowest tests, measured on every run (#54).
 test: $(VENV)/.test
-	$(PYTEST)
+	$(PYTEST) --durations=30
 
 # The edit-test loop: units only (no trainings, fresh processes or reference runs).
 test-fast: $(VENV)/.test
