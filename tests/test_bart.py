@@ -338,21 +338,12 @@ def test_pretrain_command_denoising_on_the_bundled_corpus(tmp_path):
     with a byte-level BPE of 600 tokens trained on it (`tokenizers`): 200 steps of a
     2 x 64 model, batch 16 x 64. Untrained, the loss is about ln(600) = 6.4; in runs here
     1.10 (perplexity 3) after 200 steps."""
-    from tokenizers import ByteLevelBPETokenizer
-
     from kbert.tasks.pretrain import __main__ as cli
     from kbert.tasks.pretrain.corpus import write_corpus
 
     write_corpus(str(tmp_path / "text.txt"), 1000)
-    bpe = ByteLevelBPETokenizer()
-    bpe.train([str(tmp_path / "text.txt")], vocab_size=600, min_frequency=2,
-              special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
-    (tmp_path / "bart").mkdir()
-    bpe.save_model(str(tmp_path / "bart"))
-    tok = kbert.BartTokenizer.from_pretrained(tmp_path / "bart")
+    tok = _bpe_folder(tmp_path, 600)
     assert (tok.cls_id, tok.pad_id, tok.sep_id, tok.unk_id, tok.mask_id) == (0, 1, 2, 3, 4)
-    kbert.BartSeq2SeqLM(kbert.BartConfig.preset("tiny", vocab_size=tok.vocab_size)
-                        ).save_pretrained(tmp_path / "bart", tokenizer=tok)
     out = tmp_path / "out"
     assert cli.main(["--model", "bart", "--init_from", str(tmp_path / "bart"),
                      "--from_scratch", "--preset", "demo", "--output_dir", str(out),
@@ -421,20 +412,11 @@ def test_pretrain_from_a_folder_reads_its_weights_once(tmp_path, caplog):
     """#50: `pretrain --model bart --init_from FOLDER` (no --from_scratch) read the folder's
     weights twice (the recipe's look at its config and tokenizer, then the run's model):
     "Loaded BartSeq2SeqLM" was logged twice."""
-    from tokenizers import ByteLevelBPETokenizer
-
     from kbert.tasks.pretrain import __main__ as cli
     from kbert.tasks.pretrain.corpus import write_corpus
 
     write_corpus(str(tmp_path / "text.txt"), 200)
-    bpe = ByteLevelBPETokenizer()
-    bpe.train([str(tmp_path / "text.txt")], vocab_size=300, min_frequency=2,
-              special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
-    (tmp_path / "bart").mkdir()
-    bpe.save_model(str(tmp_path / "bart"))
-    tok = kbert.BartTokenizer.from_pretrained(tmp_path / "bart")
-    kbert.BartSeq2SeqLM(kbert.BartConfig.preset("tiny", vocab_size=tok.vocab_size)
-                        ).save_pretrained(tmp_path / "bart", tokenizer=tok)
+    _bpe_folder(tmp_path, 300)
     with caplog.at_level("INFO"):
         assert cli.main(["--model", "bart", "--init_from", str(tmp_path / "bart"),
                          "--output_dir", str(tmp_path / "out"), "--corpus_paragraphs", "200",
@@ -442,3 +424,19 @@ def test_pretrain_from_a_folder_reads_its_weights_once(tmp_path, caplog):
                          "--num_warmup_steps", "1", "--steps_per_loop", "2",
                          "--train_batch_size", "4"]) == 0
     assert caplog.text.count("Loaded BartSeq2SeqLM") == 1, caplog.text
+
+
+def _bpe_folder(tmp_path, vocab_size: int):
+    """TMP/bart: a byte-level BPE of `vocab_size` trained on TMP/text.txt (`tokenizers`,
+    fairseq's special ids) and an untrained tiny BART over it; returns the tokenizer."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train([str(tmp_path / "text.txt")], vocab_size=vocab_size, min_frequency=2,
+              special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    (tmp_path / "bart").mkdir()
+    bpe.save_model(str(tmp_path / "bart"))
+    tok = kbert.BartTokenizer.from_pretrained(tmp_path / "bart")
+    kbert.BartSeq2SeqLM(kbert.BartConfig.preset("tiny", vocab_size=tok.vocab_size)
+                        ).save_pretrained(tmp_path / "bart", tokenizer=tok)
+    return tok

@@ -45,18 +45,9 @@ def tokenizer():
 @pytest.fixture(scope="module")
 def openai():
     """OpenAI's encode(text) -> ids, run from transformers' Python copy of it."""
-    from transformers.models.clvp.tokenization_clvp import ClvpTokenizer
+    from references import openai_gpt2_encode
 
-    ref = ClvpTokenizer(ENCODER, BPE)
-
-    def encode(text):
-        ids = []
-        for word in regex.findall(ref.pat, text):
-            word = "".join(ref.byte_encoder[b] for b in word.encode("utf-8"))
-            ids.extend(ref.encoder[piece] for piece in ref.bpe(word).split(" "))
-        return ids
-
-    return encode
+    return openai_gpt2_encode(ENCODER, BPE)
 
 
 def corpus(n: int = 1500, seed: int = 0) -> list[str]:

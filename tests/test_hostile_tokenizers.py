@@ -120,19 +120,9 @@ FAMILIES = ["bert", "gpt2", "roberta", "bart", "t5"]
 
 def openai_gpt2():
     """OpenAI's encode(text) -> ids, run from transformers' Python copy of it."""
-    import regex
-    from transformers.models.clvp.tokenization_clvp import ClvpTokenizer
+    from references import openai_gpt2_encode
 
-    ref = ClvpTokenizer(*_gpt2_files())
-
-    def encode(text):
-        ids = []
-        for word in regex.findall(ref.pat, text):
-            word = "".join(ref.byte_encoder[b] for b in word.encode("utf-8"))
-            ids.extend(ref.encoder[piece] for piece in ref.bpe(word).split(" "))
-        return ids
-
-    return encode
+    return openai_gpt2_encode(*_gpt2_files())
 
 
 def test_where_the_references_disagree(pairs, minilm_dir):
