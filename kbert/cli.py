@@ -80,7 +80,7 @@ def add_cli_flags(parser: argparse.ArgumentParser, training: bool = True,
                                  "error)")
 
 
-def check_rerun(args, flags: dict) -> None:
+def check_rerun(args, flags: dict, defaults: dict | None = None) -> None:
     """Records the run's flags in --output_dir, or compares them with a run already
     there: the same flags resume it; other flags are an error naming them, unless
     --overwrite_output_dir, which starts over (its checkpoints are removed).
@@ -109,8 +109,13 @@ def check_rerun(args, flags: dict) -> None:
                     else "not given"
             return value
 
+        # A flag the record lacks (added to kbert after the run started) is unchanged
+        # while it keeps its default.
+        defaults = defaults or {}
         differ = sorted(k for k in set(before) | set(settings)
-                        if before.get(k) != settings.get(k))
+                        if before.get(k) != settings.get(k) and not (
+                            k not in before and k in defaults
+                            and settings.get(k) == defaults[k]))
         if differ and not getattr(args, "overwrite_output_dir", False):
             changes = ", ".join(f"--{k} {shown(settings.get(k), k, in_effect)} (was "
                                 f"{shown(before.get(k), k, before_in_effect)})"
@@ -252,7 +257,7 @@ def run_command(parser: argparse.ArgumentParser, argv, run, validate=None):
     try:
         if validate is not None:
             validate(args)
-        check_rerun(args, flags)
+        check_rerun(args, flags, {a.dest: a.default for a in parser._actions})
         return run(args)
     except UsageError as e:
         _remove_if_empty(output_dir, existed)

@@ -13,14 +13,15 @@ import json
 import os
 
 import keras
-import numpy as np
 import pytest
+import tensorflow as tf
 
 import kbert
 from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
-from kbert.export import export_classifier, export_squad
+from kbert.export import export_classifier, export_embeddings, export_squad
 from kbert.export.check import ServingLoaderError, run_c_loader
 from kbert.export.elmo_graph import export_elmo
+from kbert.export.fill_mask_graph import export_fill_mask
 from kbert.export.guards import LIMITS_FILE
 from kbert.export.ner_graph import export_ner
 
@@ -62,7 +63,17 @@ def exports(tmp_path_factory):
                                           str(root / "classifier" / "1"), ["neg", "pos"],
                                           seq_length=32)
     elmo = kbert.ELMo(kbert.ELMoConfig.preset("tiny"))
-    out["elmo"] = export_elmo(elmo, kbert.ELMoCharTokenizer(elmo.config.max_characters_per_token), str(root / "elmo" / "1"))
+    out["elmo"] = export_elmo(elmo, kbert.ELMoCharTokenizer(
+        elmo.config.max_characters_per_token), str(root / "elmo" / "1"))
+    out["embeddings"] = export_embeddings(_encoder(tok), tok, str(root / "embeddings" / "1"),
+                                          seq_length=32)
+    pretrainer = kbert.BertPretrainer(_encoder(tok))
+    pretrainer({"token_ids": tf.zeros([1, 4], tf.int32),
+                "segment_ids": tf.zeros([1, 4], tf.int32),
+                "padding_mask": tf.ones([1, 4], tf.int32),
+                "masked_lm_positions": tf.zeros([1, 1], tf.int32)})
+    out["fill_mask"] = export_fill_mask(pretrainer, tok, str(root / "fill_mask" / "1"),
+                                        seq_length=32)
     return out
 
 
@@ -109,7 +120,8 @@ def test_a_request_over_the_declared_limit_is_refused_in_one_line(exports):
 
 
 @pytest.mark.parametrize("kind, text", [("classifier", "text"), ("ner", "text"),
-                                        ("elmo", "text")])
+                                        ("elmo", "text"), ("embeddings", "text"),
+                                        ("fill_mask", "text")])
 def test_empty_batches_get_empty_outputs_and_wrong_ranks_one_line(exports, kind, text):
     requests = [{text: []}, {text: [["a", "b"]]}, {text: "a"}, {text: ["the cat"]}]
     report = run_c_loader(exports[kind], requests, each=True, timeout=300)

@@ -277,17 +277,22 @@ def token_ids_signature(tokenizer, raw_outputs, names=None):
     return token_ids
 
 
+# Inputs with a value per token, of `token_ids`' shape (fill-mask's
+# `masked_lm_positions` [batch, k] is not one).
+PER_TOKEN_INPUTS = ("padding_mask", "segment_ids")
+
+
 def check_token_inputs(inputs: dict, vocab_size: int | None) -> list:
     """Graph checks of a `token_ids`-style request, each failing with one line naming
-    the input: every input [batch, seq] of `token_ids`' shape (a `padding_mask` of
-    another shape would be read as something else), and ids in [0, vocab_size) (an id
-    of -1 would read the table's last row)."""
+    the input: `padding_mask` and `segment_ids` of `token_ids`' shape (a mask of another
+    shape would be read as something else), and ids in [0, vocab_size) (an id of -1
+    would read the table's last row)."""
     checks = []
     ids = inputs.get("token_ids")
     if ids is None:
         return checks
     for name in sorted(inputs):
-        if name != "token_ids" and inputs[name].shape.rank == ids.shape.rank:
+        if name in PER_TOKEN_INPUTS:
             checks.append(tf.debugging.Assert(
                 tf.reduce_all(tf.equal(tf.shape(inputs[name]), tf.shape(ids))),
                 [tf.constant(f"{name}: must have the shape of token_ids"), tf.shape(inputs[name]),

@@ -24,10 +24,10 @@ OUT.json: {"signatures": {name: {"inputs": {...}, "outputs": {...}}},
            "peak_rss": [each request's peak resident bytes (Linux: VmHWM, reset
                         before each request)]}
 With `--threads N`, N requests run at once on the one session (as a server's threads
-run them; the results keep the requests' order). With `--each`, a request that fails gets {"error": one line} in `results` and the
-next request runs (`error` is then only a loading failure). A string input may be a
-value (rank 0) or nested lists (rank 2, ...), as a client may send: the server does
-not check ranks against the SignatureDef. The exit status is 0 when every request was
+run them; the results keep the requests' order). With `--each`, a request that fails
+gets {"error": one line} in `results` and the next request runs (`error` is then only
+a loading failure). A string input may be a value (rank 0) or nested lists (rank 2,
+...), as a client may send: the server does not check ranks against the SignatureDef. The exit status is 0 when every request was
 answered (with `--each`: when the export loaded), 1 otherwise.
 """
 

@@ -59,7 +59,7 @@ def fill_mask_inputs(tokenizer, text, seq_length: int) -> dict:
 def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
                      seq_length: int = 128,
                      serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
-                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
+                     max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a masked-LM model with its tokenizer (see the module docstring)."""
     from kbert.models.interface import find_encoder
 

@@ -70,7 +70,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                     repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                     min_new_tokens: int = 0, stop=(),
                     serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
-                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
+                    max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a causal LM with its tokenizer (see the module docstring).
 
     `seed`: None draws new random numbers for every request and row; an int makes every

@@ -97,7 +97,7 @@ def ner_entities(tag_ids, info, text, labels: list[str]) -> dict:
 
 def export_ner(model, tokenizer, export_dir: str, labels, *, seq_length: int = 128,
                serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
-                max_request_bytes: int = guards.MAX_REQUEST_BYTES, **_) -> str:
+               max_request_bytes: int = guards.MAX_REQUEST_BYTES, **_) -> str:
     """Exports a token classifier (encoder inputs -> "logits" [b, s, num_labels]).
 
     Signature: `text` tf.string [batch] -> `entity_text`, `entity_type` tf.string

@@ -23,7 +23,7 @@ from kbert.export.squad_graph import squad_answers, squad_windows
 def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=None, *,
                       pair: bool = False, seq_length: int = 128, regression: bool = False,
                       serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
-                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
+                      max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a sentence (or sentence-pair) classifier or regressor.
 
     Args:
@@ -110,7 +110,7 @@ def _example_signature(serve, pair: bool, regression: bool, module):
 
 def export_embeddings(encoder, tokenizer, export_dir: str, *, seq_length: int = 128,
                       serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
-                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
+                      max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports an encoder of any family (the model interface): `text` ->
     `pooled_output` [b, h] (the family's sentence vector), `sequence_output`
     [b, seq_length, h] (float32) and `padding_mask` int32 [b, seq_length]."""
@@ -141,7 +141,7 @@ def export_squad(model: keras.Model, tokenizer, export_dir: str, *, max_seq_leng
                  max_answer_length: int = 30, version_2_with_negative: bool = False,
                  null_score_diff_threshold: float = 0.0,
                  serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
-                max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
+                 max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a SQuAD span model (encoder inputs -> "start_logits", "end_logits").
 
     Signature: `question`, `context` tf.string [batch] -> `answer` tf.string [batch],

@@ -75,7 +75,7 @@ def read_folder(folder):
 GENERATION_CONFIG = "generation_config.json"
 
 
-def _with_generation_config(config: BartConfig, folder: str) -> BartConfig:
+def with_generation_config(config: BartConfig, folder: str) -> BartConfig:
     """`transformers` 5.x writes the decoding ids (`forced_bos_token_id`,
     `forced_eos_token_id`, `decoder_start_token_id`) into `generation_config.json`
     (`config.json` may lack them): they are read from there where the file has them."""
@@ -99,7 +99,7 @@ def _with_generation_config(config: BartConfig, folder: str) -> BartConfig:
 def load(cls, path, dtype=None, **config_overrides):
     config, tensors, display, fmt, source = read_folder(path)
     if fmt == "hf":
-        config = _with_generation_config(config, os.fspath(path))
+        config = with_generation_config(config, os.fspath(path))
     model = cls(folders.with_overrides(config, config_overrides), dtype=dtype,
                 name="bart_seq2seq_lm")
     initialization.built(model)

@@ -166,7 +166,7 @@ class BartPretraining(PretrainRecipe):
 
         from kbert import hub
         from kbert.models.bart import BartConfig, BartSeq2SeqLM
-        from kbert.models.bart.checkpoints import _with_generation_config, read_folder
+        from kbert.models.bart.checkpoints import read_folder, with_generation_config
         from kbert.tokenizers.bart import BartTokenizer
 
         # The folder's config and tokenizer only: its weights are read once, by the run's
@@ -177,7 +177,7 @@ class BartPretraining(PretrainRecipe):
         tokenizer = BartTokenizer.from_pretrained(path)
         config, _, _, fmt, _ = read_folder(path)
         if fmt == "hf":
-            config = _with_generation_config(config, path)
+            config = with_generation_config(config, path)
         if args.from_scratch and args.preset == "demo":
             config = dataclasses.replace(BartConfig.preset("tiny"), vocab_size=config.vocab_size,
                                          hidden_size=64, encoder_intermediate_size=128,
