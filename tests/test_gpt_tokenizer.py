@@ -229,6 +229,22 @@ def _learn_bpe(words, merges_count):
     return merges
 
 
+GPT1_WORDS = ("the quick brown fox jumps over the lazy dog while a small cat sleeps on the "
+              "warm mat and birds sing").split()
+
+
+def gpt1_vocabulary():
+    """(vocab, merges) of a GPT-1 BPE learned here on GPT1_WORDS (`</w>` word ends,
+    `<unk>`, punctuation)."""
+    rng = random.Random(0)
+    merges = _learn_bpe([rng.choice(GPT1_WORDS) for _ in range(3000)], 120)
+    symbols = {"<unk>"} | {a + b for a, b in merges} | {p + "</w>" for p in ".,!?'-"}
+    for w in GPT1_WORDS:
+        symbols.update(w[:-1])
+        symbols.add(w[-1] + "</w>")
+    return {s: i for i, s in enumerate(sorted(symbols))}, merges
+
+
 def test_gpt1_tokenizer_equals_hugging_face(tmp_path):
     """GPT-1's BPE (lower case, BERT's basic tokenization, `</w>` word ends) against
     transformers 5.x `OpenAIGPTTokenizer` (Rust; without ftfy and spaCy, as it runs
@@ -239,14 +255,9 @@ def test_gpt1_tokenizer_equals_hugging_face(tmp_path):
     from kbert.tokenizers import GPT1Tokenizer
 
     rng = random.Random(0)
-    base = ("the quick brown fox jumps over the lazy dog while a small cat sleeps on the "
-            "warm mat and birds sing").split()
-    merges = _learn_bpe([rng.choice(base) for _ in range(3000)], 120)
-    symbols = {"<unk>"} | {a + b for a, b in merges} | {p + "</w>" for p in ".,!?'-"}
-    for w in base:
-        symbols.update(w[:-1])
-        symbols.add(w[-1] + "</w>")
-    vocab = {s: i for i, s in enumerate(sorted(symbols))}
+    [rng.choice(GPT1_WORDS) for _ in range(3000)]  # the draws the vocabulary took
+    vocab, merges = gpt1_vocabulary()
+    base = GPT1_WORDS
     ref = OpenAIGPTTokenizer(vocab=vocab, merges=merges)
     ours = GPT1Tokenizer(vocab, merges)
     texts = ["The quick brown fox.", "A LAZY dog, sleeps!", "unknown words xyz",

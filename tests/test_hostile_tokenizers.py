@@ -21,6 +21,10 @@ kbert follows Google's. The T5 references disagree on U+0085 (NEXT LINE): transf
 `sentencepiece` library (0.2) encodes it (`[3, 2]`: "▁", `<unk>`); kbert follows
 sentencepiece, T5's own, and is compared with transformers on texts without U+0085 (the
 only character on which they differ between two letters, checked over all of Unicode).
+GPT-1: transformers 5.x's `OpenAIGPTTokenizer` reads the text `<unk>` as its unknown
+token (`[5]` here); kbert reads text as text, as OpenAI's GPT-1 code (`text_utils.py`)
+did (`< unk >` -> 5 ids), and is compared on texts without that string; its basic
+tokenization is BERT's, so private-use characters differ as for BERT and are left out.
 `test_where_the_references_disagree` shows each.
 """
 
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import unicodedata
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -104,7 +109,14 @@ def pairs(bpe_folder, minilm_dir, tmp_path_factory):
     def plain(ref):
         return lambda text: ref(text, add_special_tokens=False)["input_ids"]
 
-    return {"bert": (kbert.BertTokenizer.from_pretrained(minilm_dir),
+    from kbert.tokenizers import GPT1Tokenizer
+
+    from test_gpt_tokenizer import gpt1_vocabulary
+
+    gpt1_vocab, gpt1_merges = gpt1_vocabulary()
+    gpt1_ref = transformers.OpenAIGPTTokenizer(vocab=gpt1_vocab, merges=gpt1_merges)
+    return {"gpt1": (GPT1Tokenizer(gpt1_vocab, gpt1_merges), gpt1_ref.encode),
+            "bert": (kbert.BertTokenizer.from_pretrained(minilm_dir),
                      lambda text: google_ids(google, text)),
             "gpt2": (gpt2, openai_gpt2()),
             "roberta": (kbert.RobertaTokenizer.from_pretrained(bpe_folder), plain(roberta_ref)),
@@ -115,7 +127,7 @@ def pairs(bpe_folder, minilm_dir, tmp_path_factory):
                                   model_file=str(spm / "spiece.model")).encode)}
 
 
-FAMILIES = ["bert", "gpt2", "roberta", "bart", "t5"]
+FAMILIES = ["bert", "gpt1", "gpt2", "roberta", "bart", "t5"]
 
 
 def openai_gpt2():
@@ -139,6 +151,9 @@ def test_where_the_references_disagree(pairs, minilm_dir):
     assert bert_hf("\ue000", add_special_tokens=False)["input_ids"] == []
     assert pairs["bert"][1]("\ue000") == [100]
     assert pairs["bert"][0].tokenize(["\ue000"]).to_list()[0] == [100]
+
+    gpt1, gpt1_hf = pairs["gpt1"]
+    assert gpt1_hf("<unk>") == [5] and len(gpt1.tokenize(["<unk>"]).to_list()[0]) == 5
 
     t5, t5_hf = pairs["t5"]
     assert t5_hf("\x85") == [] and pairs["sentencepiece"][1]("\x85") == [3, 2]
@@ -164,6 +179,9 @@ def test_ids_equal_the_reference_on_generated_hostile_text(pairs, family):
     def check(texts):
         if family == "t5":  # see the module docstring
             texts = [text.replace("\x85", " ") for text in texts]
+        if family == "gpt1":  # see the module docstring
+            texts = ["".join(c for c in text.replace("<unk>", "<un k>")
+                             if unicodedata.category(c) != "Co") for text in texts]
         got = tok.tokenize(texts).to_list()
         for text, ids in zip(texts, got):
             assert ids == ref(text), (family, ascii(text))
@@ -203,3 +221,19 @@ def test_an_empty_merges_file_is_a_character_level_byte_bpe(tmp_path):
         tok, ref = cls.from_pretrained(tmp_path), ref_cls.from_pretrained(tmp_path)
         for text, ids in zip(texts, tok.tokenize(texts).to_list()):
             assert ids == ref(text, add_special_tokens=False)["input_ids"], (cls, text)
+
+
+def test_elmo_splits_hostile_text_as_python_splits_it():
+    """ELMo reads words as bilm-tf's users split them, `str.split()` (every Unicode
+    whitespace, no empty words), NUL bytes kept in their word."""
+    tok = kbert.ELMoCharTokenizer()
+
+    @CASES
+    @given(BATCH)
+    def check(texts):
+        got = [[w.decode("utf-8") for w in words] for words in tok.split(texts).to_list()]
+        assert got == [text.split() for text in texts]
+
+    check()
+    assert [w.decode() for w in tok.split(["hello\x00world x"]).to_list()[0]] == [
+        "hello\x00world", "x"]
