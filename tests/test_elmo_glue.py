@@ -76,7 +76,7 @@ def test_glue_command_learns_the_similarity_task_with_elmo(bilm_folder, tmp_path
                      "--num_train_epochs", "10", "--learning_rate", "1e-2", "--lstm_units",
                      "32", "--steps_per_loop", "100", "--do_predict"]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["pearson"] >= 0.9, results
+    assert results["eval_pearson"] >= 0.9, results
     task, model, tokenizer, settings = load_task_folder(str(out))
     assert type(tokenizer).__name__ == "ELMoCharTokenizer" and settings["pair"]
     pairs = [GlueExample("0", "red pink gold", "gold red pink", None),
@@ -96,7 +96,8 @@ def test_single_sentence_task_runs_and_predicts(bilm_folder, tmp_path):
                      "--num_train_epochs", "1", "--lstm_units", "8", "--do_predict"]) == 0
     rows = (out / "SST-2.tsv").read_text().splitlines()
     assert rows[0] == "index\tprediction" and len(rows) == 8
-    assert set(json.loads((out / "eval_results.json").read_text())) == {"accuracy"}
+    assert set(json.loads((out / "eval_results.json").read_text())) == {
+        "eval_accuracy", "eval_split", "epoch", "step"}
     # The task folder loads in a process that imported nothing of the ELMo heads (it
     # failed with "Could not locate class 'MaskedPooling'"), and the export command
     # refuses it with one line (exit 2) instead of a Keras traceback.

@@ -81,7 +81,7 @@ def test_ner_command_with_a_package_trained_bilm(bilm_folder, tmp_path):
                      "--num_train_epochs", "6", "--lstm_units", "64", "--learning_rate", "3e-3",
                      "--steps_per_loop", "100"]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["dev"]["f1"] >= 90, results
+    assert results["eval_f1"] >= 90, results
     task, model, tokenizer, settings = load_task_folder(str(out))
     assert task == "ner" and type(tokenizer).__name__ == "ELMoCharTokenizer"
     elmo = next(layer for layer in model.layers if isinstance(layer, kbert.ELMo))

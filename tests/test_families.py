@@ -75,7 +75,7 @@ def test_standin_family_through_glue_command_and_exports(family, tmp_path):
                      # to whole 200-step loops, as before #50 (now 300 are run)
                      "--max_steps", "400",
                      "--train_batch_size", "16", "--export_dir", str(export)]) == 0
-    assert standin.outputs_json(out)["accuracy"] >= 0.95
+    assert standin.outputs_json(out)["eval_accuracy"] >= 0.95
     # The task folder records the family and reloads with its tokenizer.
     task, model, loaded_tok, settings = load_task_folder(str(out))
     assert (task, type(loaded_tok).__name__) == ("classifier", "ByteTokenizer")

@@ -186,8 +186,12 @@ def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
                      "--do_predict", "--export_dir", str(tmp_path / "serving" / "para" / "1"),
                      *SMALL]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["accuracy"] >= 0.95, results
-    assert "GLUE mrpc:" in capsys.readouterr().out
+    assert results["eval_accuracy"] >= 0.95, results
+    assert results["eval_split"] == "mrpc dev", results
+    assert results["epoch"] == pytest.approx(10, abs=0.05), results  # the last step's
+    assert (f"GLUE mrpc, mrpc dev after step {results['step']} (epoch {results['epoch']:g}): "
+            + json.dumps({k: round(results[k], 4) for k in ("eval_f1", "eval_accuracy")})
+            ) in capsys.readouterr().out
     lines = (out / "MRPC.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 51
     assert (out / "kbert_task.json").exists() and (out / "model.keras").exists()
@@ -220,11 +224,11 @@ def test_synthetic_similarity_regression_is_learned(tmp_path):
                      "--do_predict", *SMALL, "--num_train_epochs", "4",
                      "--export_dir", str(export), "--quantize", "int8"]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["pearson"] >= 0.95, results  # 0.9993 on seeds 0 and 1
+    assert results["eval_pearson"] >= 0.95, results  # 0.9993 on seeds 0 and 1
     assert len((out / "STS-B.tsv").read_text().splitlines()) == 41
     # --quantize: the export holds int8 kernels, the task folder float32 ones, and the
     # run reports the quantized model's own dev figures beside the float ones.
-    assert abs(results["int8_pearson"] - results["pearson"]) < 0.01, results
+    assert abs(results["eval_int8_pearson"] - results["eval_pearson"]) < 0.01, results
     served = tf.train.load_checkpoint(str(export / "variables" / "variables"))
     dtypes = served.get_variable_to_dtype_map()
     assert sum(d == tf.int8 for d in dtypes.values()) >= 4, dtypes
@@ -259,7 +263,7 @@ def test_freeze_encoder_trains_the_head_alone(tmp_path, capsys):
     trained = find_encoder(model)
     for a, b in zip(encoder.weights, trained.weights):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=b.path)
-    assert json.loads((out / "eval_results.json").read_text())["pearson"] > 0.2
+    assert json.loads((out / "eval_results.json").read_text())["eval_pearson"] > 0.2
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--task", "stsb", "--data_dir", folder, "--freeze_encoder"])

@@ -136,7 +136,7 @@ def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokeni
     results = json.loads((out / "eval_results.json").read_text())
     # Seeded, but not the same in every process: 0.977 and 1.0 in two fresh processes,
     # 0.947 once in a two-worker test run (the cause is not found). Chance is 0.5.
-    assert results["accuracy"] >= 0.93, results
+    assert results["eval_accuracy"] >= 0.93, results
     task, model, loaded, settings = load_task_folder(str(out))
     assert model.get_layer("auxiliary_lm_loss").token_embedding is not None  # linked
     assert type(loaded).__name__ == "GPTTokenizer" and loaded.pair_format == "similarity"
@@ -198,7 +198,7 @@ def test_glue_command_fine_tunes_gpt1_on_the_synthetic_pair_task(tmp_path):
         tmp_path, tokenizer, {"norm_first": False, "end_token_id": None},
         ["--num_train_epochs", "4", "--learning_rate", "1e-3", "--lm_coef", "0"])
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["accuracy"] >= 0.95, results
+    assert results["eval_accuracy"] >= 0.95, results
     task, model, loaded, settings = load_task_folder(str(out))
     assert isinstance(loaded, GPT1Tokenizer) and loaded.pair_format == "similarity"
     assert loaded.vocab_size == tokenizer.vocab_size + 3

@@ -147,7 +147,7 @@ def test_task_command_takes_a_hub_name(offline_hub, tmp_path, capsys):
                      "--num_train_epochs", "1", "--train_batch_size", "16"]) == 0
     run = json.loads((out / "kbert_run.json").read_text())
     assert run["init_from"].endswith(os.path.join("snapshots", COMMIT)), run
-    assert "accuracy" in json.loads((out / "eval_results.json").read_text())
+    assert "eval_accuracy" in json.loads((out / "eval_results.json").read_text())
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--task", "mrpc", "--data_dir", folder, "--init_from", "no-such/model"])

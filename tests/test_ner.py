@@ -132,7 +132,24 @@ def run_conlleval(path, folder) -> dict:
     return result
 
 
-def assert_equals_conlleval(ours, theirs):
+def from_results_file(record: dict, prefix: str) -> dict:
+    """eval_results.json's flat keys (`eval_f1`, `eval_LOC_f1`) as `evaluate`'s table."""
+    out, per_type = {}, {}
+    for key, value in record.items():
+        if not key.startswith(prefix + "_") or key == f"{prefix}_split":
+            continue
+        name = key[len(prefix) + 1:]
+        if name in ("accuracy", "precision", "recall", "f1"):
+            out[name] = value
+        else:
+            kind, metric = name.rsplit("_", 1)
+            per_type.setdefault(kind, {})[metric] = value
+    return {**out, "per_type": per_type}
+
+
+def assert_equals_conlleval(ours, theirs, prefix=None):
+    if prefix:
+        ours = from_results_file(ours, prefix)
     for key in ("accuracy", "precision", "recall", "f1"):
         assert round(ours[key], 2) == pytest.approx(theirs[key], abs=1e-9), key
     kinds = {k for k, v in ours["per_type"].items() if v["support"] or v.get("found")}
@@ -220,16 +237,17 @@ def finetuned(conll_files, tmp_path_factory):
 
 @pytest.mark.e2e
 def test_finetune_mode_learns_synthetic_ner(finetuned):
-    results = json.loads((finetuned / "eval_results.json").read_text())
-    assert results["dev"]["f1"] >= 90 and results["test"]["f1"] >= 90, results
+    results = {split: json.loads((finetuned / f"{split}_results.json").read_text())
+               for split in ("eval", "test")}
+    assert results["eval"]["eval_f1"] >= 90 and results["test"]["test_f1"] >= 90, results
     lines = (finetuned / "test_predictions.txt").read_text(encoding="utf-8").split("\n")
     first = lines[0].split(" ")
     assert len(first) == 3 and first[1] in ("O",) + tuple(
         f"{p}-{k}" for p in "BI" for k in ("PER", "LOC", "ORG"))
     # The scores the run reports are the conlleval script's on the file it wrote.
-    for split in ("dev", "test"):
-        assert_equals_conlleval(results[split], run_conlleval(
-            finetuned / f"{split}_predictions.txt", finetuned))
+    for split, prefix in (("dev", "eval"), ("test", "test")):
+        assert_equals_conlleval(results[prefix], run_conlleval(
+            finetuned / f"{split}_predictions.txt", finetuned), prefix)
 
 
 @pytest.mark.e2e
@@ -247,9 +265,9 @@ def test_json_lines_train_as_the_conll_files_do(finetuned, tmp_path, capsys):
     assert cli.main(["--train_file", str(train), "--dev_file", str(dev), "--label_list",
                      ",".join(labels), "--output_dir", str(out), "--learning_rate", "1e-3",
                      *SMALL]) == 0
-    got = json.loads((out / "eval_results.json").read_text())["dev"]
-    want = json.loads((finetuned / "eval_results.json").read_text())["dev"]
-    assert got["f1"] >= 90 and got["f1"] == pytest.approx(want["f1"], abs=0.5), (got, want)
+    got = json.loads((out / "eval_results.json").read_text())["eval_f1"]
+    want = json.loads((finetuned / "eval_results.json").read_text())["eval_f1"]
+    assert got >= 90 and got == pytest.approx(want, abs=0.5), (got, want)
     assert (out / "dev_predictions.txt").read_text().split("\n")[0].split(" ")[1] in labels
     capsys.readouterr()
     dev.write_text(json.dumps({"tokens": ["Paris"], "ner_tags": [9]}) + "\n")
@@ -284,7 +302,7 @@ def test_feature_mode_learns_synthetic_ner(conll_files, tmp_path):
                      "--learning_rate", "3e-3", *SMALL[:2], "--num_train_epochs", "10",
                      *SMALL[4:]]) == 0
     results = json.loads((tmp_path / "eval_results.json").read_text())
-    assert results["dev"]["f1"] >= 90, results
+    assert results["eval_f1"] >= 90, results
 
 
 @pytest.mark.parametrize("mode", ["finetune", "feature"])
@@ -436,8 +454,9 @@ def test_eval_strategy_keeps_the_best_dev_f1(conll_files, tmp_path):
     assert len(state["evaluations"]) == 3 and state["metric"] == "f1"
     f1s = [e["metrics"]["f1"] for e in state["evaluations"]]
     assert state["best"]["metrics"]["f1"] == max(f1s)
-    results = json.loads((tmp_path / "eval_results.json").read_text())["dev"]
-    assert results["f1"] == pytest.approx(max(f1s), abs=1e-9)
+    results = json.loads((tmp_path / "eval_results.json").read_text())
+    assert results["eval_f1"] == pytest.approx(max(f1s), abs=1e-9)
+    assert results["step"] == state["best"]["step"]  # the restored step is the one named
 
 
 def test_an_empty_training_file_is_named_and_dev_only_types_are_warned(tmp_path, capsys):

@@ -126,8 +126,10 @@ def test_glue_command_on_csv_and_json_lines_with_string_labels(tmp_path, capsys)
                           "--learning_rate", "2e-3", "--num_train_epochs", "3",
                           "--vocab_size", "100", "--steps_per_loop", "500"]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert set(results) == {"accuracy", "f1_macro"}
-    assert results["accuracy"] >= 0.95 and results["f1_macro"] >= 0.95, results
+    assert set(results) == {"eval_accuracy", "eval_f1_macro", "eval_split", "epoch", "step"}
+    assert results["eval_split"] == dev, results
+    assert results["epoch"] == pytest.approx(3, abs=0.05), results
+    assert results["eval_accuracy"] >= 0.95 and results["eval_f1_macro"] >= 0.95, results
     lines = (out / "test_predictions.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == len(tests) + 1
     predicted = [line.split("\t")[1] for line in lines[1:]]
@@ -196,10 +198,14 @@ def test_early_stopping_restores_and_exports_the_best_epoch(tmp_path, capsys):
     assert accuracy[0] >= 0.95 and accuracy[1] < accuracy[0] - 0.05, accuracy
     assert state["best"]["step"] == 48 and state["stopped_at"] == 96
     results = json.loads((out / "eval_results.json").read_text())
-    assert results == state["best"]["metrics"]  # the restored weights' own dev score
+    # the restored weights' own dev score, named by their step and epoch
+    assert {k[5:]: v for k, v in results.items() if k.startswith("eval_") and
+            k != "eval_split"} == state["best"]["metrics"]
+    assert results["step"] == 48 and results["epoch"] == state["best"]["epoch"], results
     # The export is the best epoch's model: its answers score the same on dev.
     answers = run_c_loader(str(export), [{"text": texts}])["results"][0]["label"]["value"]
-    assert np.mean([a == _label(s) for a, s in zip(answers, texts)]) == results["accuracy"]
+    assert np.mean([a == _label(s) for a, s in zip(answers, texts)]) == \
+        results["eval_accuracy"]
     # The dev curve is in TensorBoard beside the loss, at the training step.
     events = [e for f in (out / "tensorboard" / "validation").iterdir()
               for e in tf.compat.v1.train.summary_iterator(str(f))]

@@ -109,7 +109,8 @@ def test_command_scores_as_transformers(gpt_folder, tmp_path, shots):
     assert record["dev"]["first_prompts"] == prompts[:3]
     want = _reference_scores(gpt_folder, prompts, [" negative", " positive"]).argmax(1)
     accuracy = float(np.mean([task.labels[i] == e.label for i, e in zip(want, dev)]))
-    assert results["accuracy"] == pytest.approx(accuracy)
+    assert results["eval_accuracy"] == pytest.approx(accuracy)
+    assert "epoch" not in results and results["eval_split"] == "sst2 dev"  # nothing trained
     rows = (out / "SST-2.tsv").read_text().splitlines()
     assert rows[0] == "index\tprediction"
     assert len(rows) == len(load_dataset(task, "test", data)) + 1

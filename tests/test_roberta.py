@@ -247,7 +247,7 @@ def test_glue_command_and_classifier_export_from_a_roberta_folder(folders, tmp_p
                      "--num_train_epochs", "1", "--train_batch_size", "8",
                      "--export_dir", str(export)]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert set(results) >= {"accuracy", "f1"}
+    assert set(results) >= {"eval_accuracy", "eval_f1"}
     info = json.loads((out / "kbert_task.json").read_text())
     assert info["family"] == "roberta"
     assert_pair_export_serves_the_folder(out, export, 24)
@@ -399,7 +399,7 @@ def test_ner_command_and_export_from_a_roberta_folder(folders, tmp_path):
                          "--dev_file", dev, "--output_dir", str(out), "--max_seq_length",
                          "24", "--num_train_epochs", "1", "--train_batch_size", "16",
                          "--export_dir", str(export)]) == 0
-    assert "f1" in json.loads((out / "eval_results.json").read_text())["dev"]
+    assert "eval_f1" in json.loads((out / "eval_results.json").read_text())
     _, model, tokenizer, settings = load_task_folder(str(out))
     texts = ["Peter Blackburn visited Paris and   Berlin", "naïve 😀 EU rejects it", ""]
     expected = predict_entities(model, tokenizer, texts, settings["labels"], 24)

@@ -66,7 +66,9 @@ def test_small_end_to_end_run(tmp_path, capsys, recwarn, monkeypatch):
                  "sample_train.json", "sample_dev.json"):
         assert (tmp_path / name).exists(), name
     results = json.loads((tmp_path / "eval_results.json").read_text())
-    assert set(results) == {"exact_match", "f1"} and 0 <= results["f1"] <= 100
+    assert set(results) == {"eval_exact_match", "eval_f1", "eval_split", "epoch", "step"}
+    assert 0 <= results["eval_f1"] <= 100
+    assert results["eval_split"] == str(tmp_path / "sample_dev.json"), results
     dev = json.loads((tmp_path / "sample_dev.json").read_text())
     preds = json.loads((tmp_path / "predictions.json").read_text())
     contexts = {q["id"]: p["context"] for a in dev["data"] for p in a["paragraphs"]
@@ -105,7 +107,10 @@ def test_small_end_to_end_run(tmp_path, capsys, recwarn, monkeypatch):
                      "--num_train_epochs", "1", "--max_seq_length", "64",
                      "--doc_stride", "32", "--steps_per_loop", "5", "--do_predict",
                      "--predict_file", str(records)]) == 0
-    assert json.loads((tmp_path / "eval_results.json").read_text()) == results
+    again = json.loads((tmp_path / "eval_results.json").read_text())
+    # the same scores, on the file named; a run that trained nothing names no step
+    assert again == {"eval_exact_match": results["eval_exact_match"],
+                     "eval_f1": results["eval_f1"], "eval_split": str(records)}, again
     assert json.loads((tmp_path / "predictions.json").read_text()) == preds
 
 
@@ -160,9 +165,10 @@ def test_the_demo_command_reaches_em_and_f1_95(tmp_path):
                            str(out)], capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["exact_match"] >= 95.0 and results["f1"] >= 95.0, results
-    assert (f"SQuAD v1.1: EM {results['exact_match']:.2f} F1 {results['f1']:.2f}"
-            in proc.stdout)
+    assert results["eval_exact_match"] >= 95.0 and results["eval_f1"] >= 95.0, results
+    assert (f"SQuAD v1.1: EM {results['eval_exact_match']:.2f} F1 {results['eval_f1']:.2f}"
+            f" on {out}/sample_dev.json, after step {results['step']} (epoch {results['epoch']:g}) "
+            in proc.stdout), proc.stdout
     exports = {"float32": out / "serving" / "squad" / "1",
                "int8": tmp_path / "int8" / "squad" / "1",
                "bfloat16": tmp_path / "bfloat16" / "squad" / "1"}
@@ -199,7 +205,7 @@ def test_embedded_default_v2_reaches_em_and_f1_93(tmp_path, capsys):
     """`--version_2_with_negative` on the bundled sample, all defaults (about 8 min)."""
     assert cli.main(["--output_dir", str(tmp_path), "--version_2_with_negative"]) == 0
     results = json.loads((tmp_path / "eval_results.json").read_text())
-    assert results["exact"] >= 93.0 and results["f1"] >= 93.0, results
+    assert results["eval_exact"] >= 93.0 and results["eval_f1"] >= 93.0, results
     assert (tmp_path / "serving" / "squad" / "1" / "saved_model.pb").exists()
     assert "SQuAD v2.0: EM" in capsys.readouterr().out
 
@@ -248,4 +254,7 @@ def test_eval_strategy_scores_each_epoch_and_keeps_the_best(tmp_path):
     results = json.loads((tmp_path / "eval_results.json").read_text())
     best = state["best"]["metrics"]
     assert best["f1"] == max(e["metrics"]["f1"] for e in state["evaluations"])
-    assert results == pytest.approx(best, abs=1e-9)  # the restored weights' own score
+    # the restored weights' own score, at the best evaluation's step
+    assert {k[5:]: v for k, v in results.items() if k[5:] in best} == \
+        pytest.approx(best, abs=1e-9)
+    assert results["step"] == state["best"]["step"]

@@ -164,17 +164,20 @@ def test_each_command_runs_with_tfds_and_writes_its_metrics(mocked, tmp_path, ca
     assert glue_cli.main(["--task", "mrpc", "--tfds", "--output_dir", str(out),
                           "--num_train_epochs", "1", "--max_seq_length", "32",
                           "--train_batch_size", "8", *tiny]) == 0
-    assert set(json.loads((out / "eval_results.json").read_text())) == {"f1", "accuracy"}
+    assert set(json.loads((out / "eval_results.json").read_text())) == {
+        "eval_f1", "eval_accuracy", "eval_split", "epoch", "step"}
     out = tmp_path / "ner"
     assert ner_cli.main(["--tfds", "--output_dir", str(out), "--num_train_epochs", "1",
                          "--max_seq_length", "32", "--train_batch_size", "16", *tiny]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert {"precision", "recall", "f1"} <= set(results["dev"]), results
+    assert {"eval_precision", "eval_recall", "eval_f1"} <= set(results), results
+    assert results["eval_split"] == "tfds conll2003 validation"
     out = tmp_path / "squad"
     assert squad_cli.main(["--tfds", "--output_dir", str(out), "--num_train_epochs", "1",
                            "--max_seq_length", "96", "--doc_stride", "48",
                            "--train_batch_size", "8", "--export_dir", "none", *tiny]) == 0
-    assert set(json.loads((out / "eval_results.json").read_text())) == {"exact_match", "f1"}
+    assert set(json.loads((out / "eval_results.json").read_text())) == {
+        "eval_exact_match", "eval_f1", "eval_split", "epoch", "step"}
     assert "SQuAD v1.1: EM" in capsys.readouterr().out
 
 

@@ -108,6 +108,60 @@ def finish_adapters(model, args) -> None:
         lora.merge_lora(model)
 
 
+def fit_and_finish(model, data, args, total_steps: int, steps_per_loop: int, *,
+                   examples_per_step: int, tokens_per_step, steps_per_epoch: float,
+                   evaluation=None) -> dict:
+    """Every task's training tail: `training.fit`, old checkpoints pruned, the best
+    weights restored (--eval_strategy), LoRA adapters saved and merged. Returns what the
+    weights now in `model` are: {"epoch", "step"} (the best evaluation's, or the last
+    step's), for the results files."""
+    options = fit_options(args)
+    training.fit(model, data, total_steps, steps_per_loop, **options,
+                 examples_per_step=examples_per_step, tokens_per_step=tokens_per_step,
+                 steps_per_epoch=steps_per_epoch, evaluation=evaluation)
+    training.prune_checkpoints(options["checkpoint_dir"], args.keep_checkpoints)
+    best = evaluation.restore(model) if evaluation is not None else None
+    finish_adapters(model, args)
+    step = best["step"] if best else total_steps
+    return {"epoch": round(step / steps_per_epoch, 4), "step": step}
+
+
+def prefixed(metrics: dict, prefix: str) -> dict:
+    """transformers' result keys: `eval_accuracy`, `test_f1`; a nested table (conlleval's
+    per-type figures) flattened as `eval_LOC_f1`."""
+    out = {}
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            out.update(prefixed(value, f"{prefix}_{key}"))
+        else:
+            out[f"{prefix}_{key}"] = value
+    return out
+
+
+def write_results(output_dir: str, metrics: dict, *, split: str, source: str,
+                  trained: dict | None = None) -> dict:
+    """OUTPUT_DIR/{split}_results.json as transformers' scripts write it (`eval_` or
+    `test_` before each metric, `epoch` and `step` of the weights measured), with the
+    data named (`eval_split`: the file or dataset split). Returns the record."""
+    from kbert.io import write_json
+
+    record = {**prefixed(metrics, split), f"{split}_split": source, **(trained or {})}
+    write_json(os.path.join(output_dir, f"{split}_results.json"), record, ensure_ascii=True)
+    return record
+
+
+def results_line(title: str, record: dict, split: str = "eval") -> str:
+    """The line a task command prints last: what was measured, on which data, after
+    which step, and its figures (the results file's keys)."""
+    import json
+
+    where = f" after step {record['step']} (epoch {record['epoch']:g})" \
+        if "step" in record else ""
+    figures = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in record.items()
+               if k.startswith(f"{split}_") and k != f"{split}_split"}
+    return f"{title}, {record.get(f'{split}_split', split)}{where}: {json.dumps(figures)}"
+
+
 def loop_steps(args, steps_per_epoch: float, has_dev: bool) -> int:
     """fit's loop: --steps_per_loop, or with --eval_strategy the evaluation interval
     (each evaluation then falls on a checkpoint)."""
@@ -130,6 +184,8 @@ def best_model(args, evaluate, metrics: list[str], steps_per_loop: int,
     if getattr(args, "eval_strategy", "no") == "no":
         return None
     metric = args.metric_for_best_model or metrics[0]
+    if metric.startswith("eval_") and metric[5:] in metrics:  # eval_results.json's name
+        metric = metric[5:]
     if metric not in metrics:
         raise ValueError(f"--metric_for_best_model {metric}: the dev metrics are "
                          f"{', '.join(metrics)}")

@@ -18,7 +18,6 @@ import json
 import logging
 import os
 
-import keras
 import numpy as np
 import tensorflow as tf
 
@@ -122,14 +121,15 @@ def trim_batch(multiple: int):
     return trim
 
 
-def fine_tune(args, lm_class, make_data, examples: int, log_name: str) -> keras.Model:
+def fine_tune(args, lm_class, make_data, examples: int, log_name: str):
     """The --init_from encoder-decoder trained on the arrays `make_data(model) -> (x, y)`
     as the training flags say (batch, epochs, learning rate with warmup and linear
     decay, checkpoints, resumption), under --strategy; batches trimmed of the padding
     all their rows share (`trim_batch`; --trim_padding's multiple, 32 where the command
-    has no such flag; off on TPUs and with several workers)."""
+    has no such flag; off on TPUs and with several workers). Returns the model and
+    {"epoch", "step"} of its weights."""
     from kbert.models.metrics import Perplexity, lm_loss
-    from kbert.tasks.common import fit_options, trim_multiple
+    from kbert.tasks.common import fit_and_finish, trim_multiple
 
     runtime = training.Runtime.from_flags(args)
     batch = args.train_batch_size
@@ -149,14 +149,11 @@ def fine_tune(args, lm_class, make_data, examples: int, log_name: str) -> keras.
     if multiple:  # each batch cut to its longest input and target (rounded up)
         data = data.map(trim_batch(multiple))
     logger.info("%s as text to text: %d examples, %d steps", log_name, examples, total_steps)
-    training.fit(model, data, total_steps, steps_per_loop, **fit_options(args),
-                 examples_per_step=batch,
-                 tokens_per_step=training.real_tokens_per_batch(x["encoder_padding_mask"],
-                                                                batch),
-                 steps_per_epoch=examples / batch)
-    training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
-    return model
-
+    trained = fit_and_finish(
+        model, data, args, total_steps, steps_per_loop, examples_per_step=batch,
+        tokens_per_step=training.real_tokens_per_batch(x["encoder_padding_mask"], batch),
+        steps_per_epoch=examples / batch)
+    return model, trained
 
 
 def save_and_export(args, model, tokenizer, max_new_tokens: int, texts=(),
@@ -205,6 +202,8 @@ def run_glue(args, task, train, dev: dict, test: dict, write_submission) -> dict
     """GLUE (or the user's own files) as text to text with the --init_from family's
     formats: fine-tune, predict dev (metrics) and test (submission files), with each
     split's outputs in OUTPUT_DIR/<split>_outputs.jsonl."""
+    from kbert.tasks.common import write_results
+    from kbert.tasks.glue.data import dev_source
     from kbert.tasks.glue.metrics import compute_metrics
     from kbert.tasks.glue.tasks import get_task
 
@@ -219,10 +218,10 @@ def run_glue(args, task, train, dev: dict, test: dict, write_submission) -> dict
     targets = [target(task, e.label) for e in train]
     words = targets if task.is_regression else [target(task, label) for label in task.labels]
     out_length = target_length(tokenizer, words + targets)
-    model = fine_tune(args, lm_class,
-                      lambda lm: features(lm, tokenizer, inputs, targets, args.max_seq_length,
-                                          out_length),
-                      len(train), f"GLUE {task.name}")
+    model, trained = fine_tune(
+        args, lm_class, lambda lm: features(lm, tokenizer, inputs, targets,
+                                            args.max_seq_length, out_length),
+        len(train), f"GLUE {task.name}")
 
     seen = {}  # the first split's inputs and outputs: the export's check
 
@@ -253,7 +252,9 @@ def run_glue(args, task, train, dev: dict, test: dict, write_submission) -> dict
         metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
         suffix = "" if split in ("dev", "dev_matched") else "_mm"
         results.update({f"{k}{suffix}": v for k, v in metrics_.items()})
-    write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    if dev:
+        results = write_results(args.output_dir, results, split="eval",
+                                source=dev_source(args, task, dev), trained=trained)
     for split, examples in test.items():  # "ax": MNLI's model on the diagnostic set
         split_task = get_task("ax") if split == "ax" else task
         labels = predict(examples, split, split_task)
@@ -279,6 +280,8 @@ def run_squad(args, train_examples, dev_examples, dev_json) -> dict:
     --max_answer_length tokens) and score them with the official script of the data's
     version. Writes predictions.json, eval_results.json, OUTPUT_DIR/model and the
     `generate` export (--export_dir)."""
+    from kbert.tasks.common import write_results
+    from kbert.tasks.squad.data import squad_source
     from kbert.tasks.squad.evaluate import evaluate
 
     model_dir = os.path.join(args.output_dir, "model")
@@ -294,13 +297,13 @@ def run_squad(args, train_examples, dev_examples, dev_json) -> dict:
     if args.do_train:
         inputs = [text(e.question, e.context) for e in train_examples]
         targets = [target(e.answers) for e in train_examples]
-        model = fine_tune(args, lm_class,
-                          lambda lm: features(lm, tokenizer, inputs, targets,
-                                              args.max_seq_length, out_length),
-                          len(train_examples), "SQuAD")
+        model, trained = fine_tune(args, lm_class,
+                                   lambda lm: features(lm, tokenizer, inputs, targets,
+                                                       args.max_seq_length, out_length),
+                                   len(train_examples), "SQuAD")
         model.save_pretrained(model_dir, tokenizer=tokenizer)
     else:
-        model = lm_class.from_pretrained(model_dir)
+        model, trained = lm_class.from_pretrained(model_dir), None
     if not args.do_predict:
         return {}
     texts = [text(e.question, e.context) for e in dev_examples]
@@ -308,8 +311,8 @@ def run_squad(args, train_examples, dev_examples, dev_json) -> dict:
                              args.predict_batch_size)
     answers = {e.qid: o.strip() for e, o in zip(dev_examples, outputs)}
     write_json(os.path.join(args.output_dir, "predictions.json"), answers)
-    results = evaluate(dev_json, answers)
-    write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    results = write_results(args.output_dir, evaluate(dev_json, answers), split="eval",
+                            source=squad_source(args), trained=trained)
     if args.export_dir:
         export(args, model, tokenizer, out_length, texts, outputs)
     return results

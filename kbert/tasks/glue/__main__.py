@@ -16,7 +16,6 @@ learning rate 2e-5, 3 epochs). MNLI evaluates on dev matched and mismatched and,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from kbert.cli import HelpFormatter
@@ -151,10 +150,18 @@ def main(argv=None) -> int:
 
     parser = _parser()
     add_cli_flags(parser)
-    results, task = run_command(parser, sys.argv[1:] if argv is None else argv,
-                                lambda args: (run(args), args.task or args.train_file),
-                                validate)
-    print(f"GLUE {task}: " + json.dumps(results))
+    results, args = run_command(parser, sys.argv[1:] if argv is None else argv,
+                                lambda args: (run(args), args), validate)
+    from kbert.tasks.common import results_line
+
+    title = f"GLUE {args.task}" if args.task else f"GLUE (--train_file {args.train_file})"
+    if "ax_rows" in results:
+        print(f"{title}: {results['ax_rows']} rows predicted ({args.output_dir}/AX.tsv)")
+    elif results:
+        print(results_line(title, results) + f" ({args.output_dir}/eval_results.json)")
+    else:
+        print(f"{title}: trained, no dev set to evaluate (give --validation_file); the "
+              f"model is in {args.output_dir}")
     return 0
 
 

@@ -284,3 +284,11 @@ def load_own_files(train_file: str | None, validation_file: str | None,
     if test_file:
         test = examples(test_file, read_rows(test_file, "--test_file")[1], False)
     return task, train, dev, test
+
+
+def dev_source(args, task, dev: dict) -> str:
+    """What the dev metrics measure, for the results file: the --validation_file, or
+    the GLUE task's dev split(s)."""
+    if getattr(args, "train_file", None):
+        return args.validation_file
+    return f"{task.name} {', '.join(dev)}" + (" (_mm)" if len(dev) > 1 else "")

@@ -202,6 +202,8 @@ def run(args, task, train, dev: dict, test: dict, write_submission) -> dict:
     with --do_predict; OUTPUT_DIR/prompts.json and eval_results.json."""
     from kbert.io import atomic_file
     from kbert.models import registry
+    from kbert.tasks.common import write_results
+    from kbert.tasks.glue.data import dev_source
     from kbert.tasks.glue.metrics import compute_metrics
 
     family = registry.family_of_folder(args.init_from)
@@ -245,7 +247,9 @@ def run(args, task, train, dev: dict, test: dict, write_submission) -> dict:
     for split, examples in test.items():
         write_submission(os.path.join(args.output_dir, task.submission[split]), task,
                          examples, predict(examples, split))
-    for name, value in (("eval_results.json", results), ("prompts.json", record)):
-        with atomic_file(os.path.join(args.output_dir, name)) as f:
-            json.dump(value, f, indent=2, ensure_ascii=False)
-    return results
+    with atomic_file(os.path.join(args.output_dir, "prompts.json")) as f:
+        json.dump(record, f, indent=2, ensure_ascii=False)
+    if not dev:
+        return {}
+    return write_results(args.output_dir, results, split="eval",
+                         source=dev_source(args, task, dev))

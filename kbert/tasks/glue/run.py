@@ -13,12 +13,12 @@ import tensorflow as tf
 from kbert import training
 from kbert.export import export_classifier
 from kbert.export.folder import export_variant, load_task_folder, save_task_folder
-from kbert.io import atomic_file, write_json
+from kbert.io import atomic_file
 from kbert.models import registry
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
-                                encoder_options, finish_adapters, fit_options, loop_steps,
-                                tokenizer_options, trim_multiple)
-from kbert.tasks.glue.data import load_dataset, load_own_files
+                                encoder_options, fit_and_finish, loop_steps,
+                                tokenizer_options, trim_multiple, write_results)
+from kbert.tasks.glue.data import dev_source, load_dataset, load_own_files
 from kbert.tasks.glue.metrics import compute_metrics
 from kbert.tasks.glue.model import build_classifier
 from kbert.tasks.glue.tasks import GlueTask, get_task
@@ -266,18 +266,14 @@ def run(args) -> dict:
     evaluation = best_model(args, dev_metrics, [f"{m}{suffix}" for m in task.metrics
                                                 for suffix in ["", "_mm"][:len(dev)]],
                             steps_per_loop, len(train) / batch)
-    training.fit(model, data, total_steps, steps_per_loop,
-                 **fit_options(args),
-                 examples_per_step=batch,
-                 tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
-                 steps_per_epoch=len(train) / batch, evaluation=evaluation)
-    training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
-    if evaluation is not None:
-        evaluation.restore(model)  # what follows (metrics, folder, export) is the best's
-
-    finish_adapters(model, args)
-    results = dev_metrics(model)
-    write_json(os.path.join(args.output_dir, "eval_results.json"), results, ensure_ascii=True)
+    trained = fit_and_finish(
+        model, data, args, total_steps, steps_per_loop, examples_per_step=batch,
+        tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
+        steps_per_epoch=len(train) / batch, evaluation=evaluation)
+    source = dev_source(args, task, dev)
+    figures = dev_metrics(model)
+    results = write_results(args.output_dir, figures, split="eval", source=source,
+                            trained=trained) if dev else {}
     for split, examples in test.items():
         path = os.path.join(args.output_dir, task.submission[split])
         write_submission(path, task, examples, predict(
@@ -293,9 +289,9 @@ def run(args) -> dict:
     if args.export_dir:
         model, variant = export_variant(model, args.quantize, args.dtype)
         if variant:  # the export's own figures: its model on the dev sets
-            results.update(dev_metrics(model, prefix=f"{variant}_"))
-            write_json(os.path.join(args.output_dir, "eval_results.json"), results,
-                       ensure_ascii=True)
+            results = write_results(
+                args.output_dir, {**figures, **dev_metrics(model, f"{variant}_")},
+                split="eval", source=source, trained=trained)
         export_classifier(model, tokenizer, args.export_dir, **settings)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
     return results

@@ -5,13 +5,14 @@
     python -m kbert.tasks.ner ... --mode feature --layers concat_last4
 
 Writes `dev_predictions.txt` / `test_predictions.txt` (`word gold predicted`, readable
-by conlleval) and `eval_results.json` (conlleval precision/recall/F1 per type).
+by conlleval), `eval_results.json` (dev) and `test_results.json` (test): conlleval's
+precision/recall/F1, overall and per type, under transformers' keys (`eval_f1`,
+`eval_LOC_f1`, ...) with the `epoch` and `step` of the weights measured.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -93,10 +94,17 @@ def main(argv=None) -> int:
 
     parser = _parser()
     add_cli_flags(parser)
-    results = run_command(parser, sys.argv[1:] if argv is None else argv, run, validate)
-    print("CoNLL NER: " + json.dumps({split: {k: round(v, 2) for k, v in r.items()
-                                              if k != "per_type"}
-                                      for split, r in results.items()}))
+    results, args = run_command(parser, sys.argv[1:] if argv is None else argv,
+                                lambda args: (run(args), args), validate)
+    from kbert.tasks.common import results_line
+
+    for split in ("eval", "test"):
+        if f"{split}_split" in results:
+            record = {k: v for k, v in results.items()
+                      if k in (f"{split}_split", "epoch", "step") or k in
+                      {f"{split}_{m}" for m in ("precision", "recall", "f1", "accuracy")}}
+            print(results_line("CoNLL NER", record, split)
+                  + f" ({args.output_dir}/{split}_results.json)")
     return 0
 
 

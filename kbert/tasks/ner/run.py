@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -14,8 +13,8 @@ from kbert.export.folder import export_variant, save_task_folder
 from kbert.io import atomic_file
 from kbert.models import registry
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
-                                encoder_options, finish_adapters, fit_options, loop_steps,
-                                tokenizer_options, trim_multiple)
+                                encoder_options, fit_and_finish, loop_steps,
+                                tokenizer_options, trim_multiple, write_results)
 from kbert.tasks.ner.data import labels_of, load_tfds, read_ner_file, unseen_entity_types
 from kbert.tasks.ner.evaluate import evaluate
 from kbert.tasks.ner.features import convert_sentences, word_predictions
@@ -63,6 +62,31 @@ def predict_tags(model, tokenizer, sentences, labels, seq_length, batch_size=64)
     inputs = features.dataset(tokenizer).map(lambda x, y: x).batch(batch_size)
     logits = model.predict(inputs, verbose=0)["logits"]
     return word_predictions(features, np.argmax(logits, axis=-1), labels)
+
+
+SPLITS = {"dev": ("eval", "dev_file"), "test": ("test", "test_file")}
+
+
+def _write_results(args, scores: dict, trained: dict) -> dict:
+    """eval_results.json (dev) and test_results.json (test) in transformers' run_ner
+    layout: `eval_precision`, `eval_f1`, ..., each entity type's as `eval_LOC_f1`
+    (conlleval's figures, in percent), with `epoch`, `step` and the data named. Returns
+    both records in one dict."""
+    results = {}
+    for split, figures in scores.items():
+        prefix, flag = SPLITS[split]
+        flat = {}
+        for key, value in figures.items():
+            if key.endswith("per_type"):  # {type: {precision, recall, f1, support}}
+                variant = key[:-len("per_type")]
+                flat.update({f"{variant}{t}_{k}": v for t, table in value.items()
+                             for k, v in table.items()})
+            else:
+                flat[key] = value
+        source = getattr(args, flag) or f"tfds conll2003 {split.replace('dev', 'validation')}"
+        results.update(write_results(args.output_dir, flat, split=prefix, source=source,
+                                     trained=trained))
+    return results
 
 
 def run(args) -> dict:
@@ -117,16 +141,11 @@ def run(args) -> dict:
 
     evaluation = best_model(args, dev_scores, ["f1", "precision", "recall", "accuracy"],
                             steps_per_loop, n_windows / batch)
-    training.fit(model, ds, total_steps, steps_per_loop,
-                 **fit_options(args),
-                 examples_per_step=batch,
-                 tokens_per_step=training.real_tokens_per_batch(features.padding_mask, batch),
-                 steps_per_epoch=n_windows / batch, evaluation=evaluation)
-    training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
-    if evaluation is not None:
-        evaluation.restore(model)  # what follows (metrics, folder, export) is the best's
-    finish_adapters(model, args)
-    results = {}
+    trained = fit_and_finish(
+        model, ds, args, total_steps, steps_per_loop, examples_per_step=batch,
+        tokens_per_step=training.real_tokens_per_batch(features.padding_mask, batch),
+        steps_per_epoch=n_windows / batch, evaluation=evaluation)
+    scores = {}  # split -> conlleval's figures
     for split in ("dev", "test"):
         if split not in data:
             continue
@@ -135,26 +154,23 @@ def run(args) -> dict:
                                    args.predict_batch_size)
         write_predictions(os.path.join(args.output_dir, f"{split}_predictions.txt"),
                           sentences, predictions)
-        metrics = evaluate([s.tags for s in sentences], predictions)
-        results[split] = metrics
-        logger.info("%s: precision %.2f recall %.2f F1 %.2f", split, metrics["precision"],
-                    metrics["recall"], metrics["f1"])
-    with atomic_file(os.path.join(args.output_dir, "eval_results.json")) as f:
-        json.dump(results, f, indent=2)
+        scores[split] = evaluate([s.tags for s in sentences], predictions)
+        logger.info("%s: precision %.2f recall %.2f F1 %.2f", split,
+                    scores[split]["precision"], scores[split]["recall"], scores[split]["f1"])
+    results = _write_results(args, scores, trained)
     save_task_folder(args.output_dir, model, tokenizer, "ner", labels=labels, seq_length=seq)
     if args.export_dir:
         from kbert.export import export_ner
 
         model, variant = export_variant(model, args.quantize, args.dtype)
         if variant:  # the export's own figures: its model on dev and test
-            for split in list(results):
+            for split in list(scores):
                 predictions = predict_tags(model, tokenizer, data[split], labels, seq,
                                            args.predict_batch_size)
                 metrics = evaluate([s.tags for s in data[split]], predictions)
-                results[f"{variant}_{split}"] = metrics
+                scores[split].update({f"{variant}_{k}": v for k, v in metrics.items()})
                 logger.info("%s export, %s: F1 %.2f", variant, split, metrics["f1"])
-            with atomic_file(os.path.join(args.output_dir, "eval_results.json")) as f:
-                json.dump(results, f, indent=2)
+            results = _write_results(args, scores, trained)
         export_ner(model, tokenizer, args.export_dir, labels, seq_length=seq)
         logger.info("SavedModel for TF Serving: %s", args.export_dir)
     return results

@@ -76,7 +76,7 @@ def run(output_dir: str = "runs/demo-pretrain", corpus_paragraphs: int = 3000,
     for name in ("pretrained", "scratch"):
         r = scores[name]
         print(f"  from {'the pretrained BERT' if name == 'pretrained' else 'scratch':20s} "
-              f"EM {r['exact_match']:.2f}  F1 {r['f1']:.2f}")
+              f"EM {r['eval_exact_match']:.2f}  F1 {r['eval_f1']:.2f}")
     return scores
 
 

@@ -220,9 +220,13 @@ def main(argv=None) -> int:
     if not results:
         print(f"trained; the model is in {args.output_dir} (predict with --do_predict)")
         return 0
-    key_em = "exact" if "exact" in results else "exact_match"
-    print(f"SQuAD {'v2.0' if 'exact' in results else 'v1.1'}: EM {results[key_em]:.2f} "
-          f"F1 {results['f1']:.2f} ({args.output_dir}/eval_results.json)")
+    v2 = "eval_exact" in results  # the v2.0 script's name; v1.1's is exact_match
+    when = f", after step {results['step']} (epoch {results['epoch']:g})" \
+        if "step" in results else ""
+    print(f"SQuAD {'v2.0' if v2 else 'v1.1'}: EM "
+          f"{results['eval_exact' if v2 else 'eval_exact_match']:.2f} "
+          f"F1 {results['eval_f1']:.2f} on {results['eval_split']}{when} "
+          f"({args.output_dir}/eval_results.json)")
     if args.export_dir:
         print(f"SavedModel for TF Serving: {args.export_dir}")
         for line in serving_lines(args.export_dir):

@@ -164,3 +164,13 @@ def _example(qa, qid, context, title, seen) -> SquadExample:
     plausible = _spans(qa.get("plausible_answers", []), qid, context, "plausible_answers")
     return SquadExample(qid, question, context, answers, impossible or not answers,
                         plausible, title)
+
+
+def squad_source(args) -> str:
+    """What the SQuAD metrics measure, for the results file: the --predict_file, the
+    TFDS validation split, or the bundled sample's dev part."""
+    if getattr(args, "tfds", False):
+        return f"tfds squad/{'v2.0' if args.version_2_with_negative else 'v1.1'} validation"
+    if args.predict_file:
+        return args.predict_file
+    return os.path.join(args.output_dir, "sample_dev.json")

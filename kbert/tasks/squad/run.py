@@ -15,9 +15,9 @@ from kbert.export.folder import export_variant, load_task_folder, save_task_fold
 from kbert.io import write_json
 from kbert.models.interface import find_encoder
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
-                                encoder_options, finish_adapters, fit_options, loop_steps,
-                                tokenizer_options)
-from kbert.tasks.squad.data import load_json, read_squad
+                                encoder_options, fit_and_finish, loop_steps,
+                                tokenizer_options, write_results)
+from kbert.tasks.squad.data import load_json, read_squad, squad_source
 from kbert.tasks.squad.evaluate import evaluate
 from kbert.tasks.squad.features import LABELS, convert_examples, feature_arrays
 from kbert.tasks.squad.model import build_model, span_losses
@@ -126,30 +126,33 @@ def run(args) -> dict:
                     version_2_with_negative=args.version_2_with_negative,
                     null_score_diff_threshold=args.null_score_diff_threshold)
     if args.do_train:
-        model, tokenizer = train(args, runtime, train_examples, feature_args,
+        model, tokenizer, trained = train(args, runtime, train_examples, feature_args,
                                  (dev_examples, dev_json) if args.do_predict else None)
         encoder = find_encoder(model)
         encoder.save_pretrained(os.path.join(args.output_dir, "encoder"), tokenizer=tokenizer)
         save_task_folder(args.output_dir, model, tokenizer, "squad", **settings)
     else:  # --do_predict alone: the model a --do_train run left in --output_dir
-        task, model, tokenizer, _ = load_task_folder(args.output_dir)
+        (task, model, tokenizer, _), trained = load_task_folder(args.output_dir), None
         if task != "squad":
             raise ValueError(f"{args.output_dir}: holds a {task!r} model, not a SQuAD one")
     if not args.do_predict:
         return {}
 
     predict_and_evaluate = dev_scorer(args, tokenizer, dev_examples, dev_json, feature_args)
-    predictions, results = predict_and_evaluate(model)
+    predictions, figures = predict_and_evaluate(model)
     predictions.write(args.output_dir)
-    write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+    source = squad_source(args)
+    results = write_results(args.output_dir, figures, split="eval", source=source,
+                            trained=trained)
     if args.export_dir:
         model, variant = export_variant(model, args.quantize, args.dtype)
         if variant:  # the export's own figures: its model on the same data
-            predictions, figures = predict_and_evaluate(model)
+            predictions, own = predict_and_evaluate(model)
             logger.info("%s export: %s", variant, ", ".join(
-                f"{k} {v:.2f}" for k, v in figures.items() if isinstance(v, float)))
-            results.update({f"{variant}_{k}": v for k, v in figures.items()})
-            write_json(os.path.join(args.output_dir, "eval_results.json"), results)
+                f"{k} {v:.2f}" for k, v in own.items() if isinstance(v, float)))
+            results = write_results(
+                args.output_dir, {**figures, **{f"{variant}_{k}": v for k, v in own.items()}},
+                split="eval", source=source, trained=trained)
         from kbert.export.check import keep_served
 
         with keep_served(also=[_check_request(dev_examples)]):  # in the exporter's load
@@ -184,7 +187,8 @@ def dev_scorer(args, tokenizer, dev_examples, dev_json, feature_args):
 
 def train(args, runtime, train_examples, feature_args, dev=None):
     """Tokenizer (from --init_from or learned), windows, and the fine-tuned span model;
-    `dev` (examples, JSON) for --eval_strategy."""
+    `dev` (examples, JSON) for --eval_strategy. Returns the model, the tokenizer and
+    {"epoch", "step"} of the model's weights."""
     tokenizer = build_tokenizer([e.context for e in train_examples]
                                 + [e.question for e in train_examples],
                                 **tokenizer_options(args))
@@ -225,16 +229,11 @@ def train(args, runtime, train_examples, feature_args, dev=None):
         evaluation = best_model(args, lambda model: {
             k: v for k, v in score(model)[1].items() if k in metrics}, metrics,
             steps_per_loop, len(train_features) / batch)
-    training.fit(model, data, total_steps, steps_per_loop,
-                 **fit_options(args),
-                 examples_per_step=batch,
-                 tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
-                 steps_per_epoch=len(train_features) / batch, evaluation=evaluation)
-    training.prune_checkpoints(fit_options(args)["checkpoint_dir"], args.keep_checkpoints)
-    if evaluation is not None:
-        evaluation.restore(model)  # what follows (metrics, folder, export) is the best's
-    finish_adapters(model, args)
-    return model, tokenizer
+    trained = fit_and_finish(
+        model, data, args, total_steps, steps_per_loop, examples_per_step=batch,
+        tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
+        steps_per_epoch=len(train_features) / batch, evaluation=evaluation)
+    return model, tokenizer, trained
 
 
 CHECKED_QUESTIONS = 64  # dev questions the export must answer as the Python pipeline
