@@ -295,7 +295,7 @@ def test_glue_command_and_classifier_export_from_a_bart_folder(folder, tmp_path)
                      "--num_train_epochs", "1", "--train_batch_size", "8",
                      "--learning_rate", "1e-4", "--export_dir", str(export)]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert set(results) >= {"accuracy", "f1"} and 0 <= results["accuracy"] <= 1
+    assert set(results) >= {"eval_accuracy", "eval_f1"} and 0 <= results["eval_accuracy"] <= 1
     assert json.loads((out / "kbert_task.json").read_text())["family"] == "bart"
     assert_pair_export_serves_the_folder(out, export, 24)
 
@@ -401,7 +401,7 @@ def test_generate_export_forces_the_end_token(folder, tmp_path):
         "prompt": texts, "max_new_tokens": [4, 6], "temperature": [0.0, 0.0],
         "top_k": [0, 0], "top_p": [1.0, 1.0], "seed": [-1, -1],
         "repetition_penalty": [1.0, 1.0], "no_repeat_ngram_size": [0, 0],
-        "min_new_tokens": [0, 0]}, {"prompt": texts}],
+        "min_new_tokens": [0, 0], "num_beams": [1, 1]}, {"prompt": texts}],
         signature=["generate", "serving_default"])["results"]
     assert fresh["num_tokens"]["value"] == [3, 5]
     assert fresh["text"]["value"] == [w["text"] for w in want]

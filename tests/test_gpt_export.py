@@ -54,7 +54,10 @@ def test_generate_export_answers_as_the_model_in_a_fresh_process(tmp_path, model
         "end_token_id": 50256, "max_new_tokens": 12, "max_prompt_tokens": 52,
         "sampler": "greedy", "seed": None, "temperature": 1.0, "top_k": None, "top_p": None,
         "repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "min_new_tokens": 0,
-        "stop": []}
+        "stop": [], "length_penalty": 1.0, "early_stopping": False,
+        "caps": {"max_new_tokens": 12, "max_prompt_tokens": 52, "num_beams": 4,
+                 "no_repeat_ngram_size": 4, "min_new_tokens": 12,
+                 "max_request_bytes": 1048576}}
     assert check_lib.check(str(export_dir), "2.12")  # ops and the warmup replay
     kbert.export.check_ops(str(export_dir), "2.21")  # raises naming a missing op
     requests = [{"prompt": [p]} for p in PROMPTS[:5]] + [{"prompt": PROMPTS}]
@@ -143,7 +146,8 @@ def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
                "temperature": [0.0, 0.0, 1.0, 1.0, 1.0, 0.7],
                "top_k": [0, 0, 40, 40, 40, 0], "top_p": [1.0, 1.0, 1.0, 1.0, 1.0, 0.9],
                "seed": [-1, -1, 5, 5, 6, 7], "repetition_penalty": [1.0, 1.0, 1.0, 1.0, 1.0, 1.3],
-               "no_repeat_ngram_size": [0, 0, 0, 0, 0, 2], "min_new_tokens": [0, 0, 0, 0, 0, 4]}
+               "no_repeat_ngram_size": [0, 0, 0, 0, 0, 2], "min_new_tokens": [0, 0, 0, 0, 0, 4],
+               "num_beams": [1] * 6}
     # `token_ids`: right-padded ids in, the new ids out (the export's greedy setting).
     ids = lm.tokenizer.tokenize(["The quick brown fox", "x"]).to_list()
     width = max(map(len, ids))
@@ -160,7 +164,7 @@ def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
     assert texts[2] == texts[3] != texts[4]  # a seed's text, whatever the row
     assert out["num_tokens"]["value"][1] <= 3 and out["num_tokens"]["value"][2] <= 8
     want = lm.generate(prompts, jit_compile=False, **{
-        k: v for k, v in request.items() if k != "prompt"})
+        k: v for k, v in request.items() if k not in ("prompt", "num_beams")})
     assert texts == [t[len(p):] for p, t in zip(prompts, want)]
     greedy = lm.generate(prompts[:2], max_new_tokens=12)
     assert texts[0] == greedy[0][len(prompts[0]):]
@@ -192,3 +196,45 @@ def test_generate_export_refuses_a_folder_of_another_family(tmp_path):
     with pytest.raises(ValueError, match="--task generate needs a bart or gpt or t5 folder"):
         export_from_folder(str(tmp_path / "bert"), "generate", str(tmp_path / "x" / "1"))
     shutil.rmtree(tmp_path / "bert")
+
+
+def test_per_request_beams_equal_generate_with_those_beams(tmp_path, model_folder):
+    """#50: `num_beams` per request in the `generate` signature, up to the export's cap
+    (4 by default): one request whose rows ask 1 and 4 beams (and 2, at two lengths)
+    answers, through TF Serving's C++ loader, what `generate` in Python gives with those
+    beams; a row past the cap, or a sampled row with beams, is one error naming the
+    input and its cap."""
+    lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
+    export_dir = tmp_path / "serving" / "gpt" / "5"
+    kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=10)
+    prompts = ["The quick brown fox", "数字 and émoji 🙂", "It's", "The quick brown fox",
+               "x", "Hello, world!"]
+    beams, lengths = [4, 1, 4, 2, 2, 1], [10, 10, 10, 10, 6, 7]
+    rows = len(prompts)
+    request = {"prompt": prompts, "max_new_tokens": lengths, "temperature": [0.0] * rows,
+               "top_k": [0] * rows, "top_p": [1.0] * rows, "seed": [-1] * rows,
+               "repetition_penalty": [1.0] * rows, "no_repeat_ngram_size": [0] * rows,
+               "min_new_tokens": [0] * rows, "num_beams": beams}
+    one = {k: v[:1] for k, v in request.items()}  # the first row alone
+    answers = check_lib.run_c_loader(str(export_dir), [request, one], "generate")["results"]
+    texts, counts = answers[0]["text"]["value"], answers[0]["num_tokens"]["value"]
+    want = []
+    for prompt, k, n in zip(prompts, beams, lengths):
+        options = dict(sampler="beam", num_beams=k) if k > 1 else {}
+        want.append(lm.generate([prompt], max_new_tokens=n, jit_compile=False,
+                                **options)[0][len(prompt):])
+    assert texts == want, (texts, want)
+    assert answers[1]["text"]["value"] == want[:1]  # alone or beside others, the same
+    # 4 beams find another text than greedy for some prompt (the test would not tell)
+    greedy = [t[len(p):] for p, t in zip(prompts, lm.generate(prompts, max_new_tokens=10))]
+    assert any(w != g for w, g, k in zip(want, greedy, beams) if k > 1), (want, greedy)
+    assert all(c <= n for c, n in zip(counts, lengths))
+    settings = read_settings(str(export_dir))
+    assert settings["caps"]["num_beams"] == 4
+    for bad, message in (
+            (dict(one, num_beams=[5]), "num_beams: each value must be between 1 and 4 "
+                                       r"\(--max_num_beams of the export\)"),
+            (dict(one, num_beams=[2], temperature=[0.7]), "num_beams: each value must be 1 "
+                                                          "where a row samples")):
+        with pytest.raises(check_lib.ServingLoaderError, match=message):
+            check_lib.run_c_loader(str(export_dir), [bad], "generate")

@@ -17,7 +17,8 @@ from kbert.export.check import run_c_loader
 pytestmark = pytest.mark.subprocess
 
 ROWS = dict(max_new_tokens=[6], temperature=[1.0], top_k=[0], top_p=[1.0], seed=[-1],
-            repetition_penalty=[1.0], no_repeat_ngram_size=[0], min_new_tokens=[0])
+            repetition_penalty=[1.0], no_repeat_ngram_size=[0], min_new_tokens=[0],
+            num_beams=[1])
 
 
 def _request(prompt="The quick brown fox", **settings):

@@ -110,6 +110,9 @@ def _parser() -> argparse.ArgumentParser:
                         "likeliest; top_p: among the fewest whose probability reaches "
                         "--top_p (nucleus); beam: beam search, the best of --num_beams")
     g.add_argument("--num_beams", type=int, default=4, help="beam search: beams kept")
+    g.add_argument("--max_num_beams", type=int, default=None,
+                   help="the most num_beams a request may send to the generate signature "
+                        "(default 4, or --num_beams of a beam export when larger)")
     g.add_argument("--length_penalty", type=float, default=1.0,
                    help="beam search: scores divided by length ** this")
     g.add_argument("--early_stopping", default="false", choices=["true", "false", "never"],
@@ -159,7 +162,7 @@ def main(argv=None) -> int:
         if args.task == "generate":
             generation = {k: getattr(args, k) for k in (
                 "max_new_tokens", "sampler", "temperature", "top_k", "top_p", "seed",
-                "num_beams", "length_penalty", "repetition_penalty",
+                "num_beams", "max_num_beams", "length_penalty", "repetition_penalty",
                 "no_repeat_ngram_size", "min_new_tokens")}
             generation["early_stopping"] = {"true": True, "false": False,
                                             "never": "never"}[args.early_stopping]
@@ -208,6 +211,7 @@ def main(argv=None) -> int:
             if args.sampler == "top_p" and (args.top_p is None or not 0 < args.top_p <= 1):
                 raise UsageError(f"--sampler top_p needs --top_p in (0, 1] (got {args.top_p})")
             for flag, value, low in (("--num_beams", args.num_beams, 1),
+                                     ("--max_num_beams", args.max_num_beams or 1, 1),
                                      ("--no_repeat_ngram_size", args.no_repeat_ngram_size, 0),
                                      ("--min_new_tokens", args.min_new_tokens, 0)):
                 if value < low:
@@ -230,6 +234,10 @@ def main(argv=None) -> int:
     with keep_served():  # `check` below reuses the C++ loader's answers to the warmup
         path, args = run_command(parser, argv, export, validate)
         print(f"exported {args.task or ', '.join(args.heads)} SavedModel to {path}")
+        if args.task == "generate":
+            from kbert.export.generate_graph import caps_line, read_settings
+
+            print(f"its caps: {caps_line(read_settings(path)['caps'])} (kbert_generate.json)")
         if args.no_check:
             return 0
         return 0 if check(path, args.serving_version, verbose=args.verbose) else 1

@@ -26,7 +26,8 @@ must be in every request, each has a neutral value): `prompt` tf.string,
 float32 (0 = greedy), `top_k` int32 (0 = off), `top_p` float32 (1.0 = off), `seed` int64
 (-1 = fresh randomness), `repetition_penalty` float32 (1.0 = off),
 `no_repeat_ngram_size` int32 (0 = off, at most `MAX_NGRAM`), `min_new_tokens` int32 (0 =
-off). Outputs: `text` tf.string (as `serving_default`'s), `num_tokens` int32 (tokens
+off), `num_beams` int32 (1 = off; up to the export's `max_num_beams`: beam search, the
+best beam, for rows with temperature 0, top_k 0 and top_p 1). Outputs: `text` tf.string (as `serving_default`'s), `num_tokens` int32 (tokens
 generated, without the end or stop token), `logprob` float32 (their summed
 log-probability after the processors). Rows of one batch may differ in every setting;
 a row's draws depend only on its seed and the step (`kbert.models.generation`), so the
@@ -49,6 +50,7 @@ the encoder reads the tokenizer's `encoder_ids`, a longer one cut to its first
 from __future__ import annotations
 
 import json
+import logging
 import os
 
 import tensorflow as tf
@@ -60,6 +62,9 @@ from kbert.models import generation
 
 SETTINGS_FILE = "kbert_generate.json"
 MAX_NGRAM = 4  # the largest no_repeat_ngram_size the per-request signature takes
+DEFAULT_MAX_BEAMS = 4  # the most num_beams per request, unless the export says more
+
+logger = logging.getLogger(__name__)
 
 
 def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
@@ -68,14 +73,17 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                     seed: int | None = None, num_beams: int = 4,
                     length_penalty: float = 1.0, early_stopping=False,
                     repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-                    min_new_tokens: int = 0, stop=(),
+                    min_new_tokens: int = 0, stop=(), max_num_beams: int | None = None,
                     serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
                     max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a causal LM with its tokenizer (see the module docstring).
 
     `seed`: None draws new random numbers for every request and row; an int makes every
     request's sampling reproducible (the same prompt, the same text). With
-    `sampler="beam"` each prompt's best beam is returned.
+    `sampler="beam"` each prompt's best beam is returned. `max_num_beams`: the most
+    beams the `generate` signature takes per request (default 4, or `num_beams` of a
+    beam export when larger). The caps are logged, and listed under "caps" in
+    `kbert_generate.json`.
     """
     generation.check_settings(sampler, temperature, top_k, top_p)
     if top_k is not None:  # recorded as decoding uses it: at most the vocabulary
@@ -93,6 +101,10 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     for i in stop_ids:
         if not 0 <= i < lm.vocab_size:
             raise ValueError(f"stop: token id {i} is outside the vocabulary")
+    if max_num_beams is None:
+        max_num_beams = max(DEFAULT_MAX_BEAMS, int(num_beams) if sampler == "beam" else 1)
+    if int(max_num_beams) < 1:
+        raise ValueError(f"max_num_beams={max_num_beams}: must be at least 1")
     processing = generation.Processing.of(repetition_penalty, no_repeat_ngram_size,
                                           min_new_tokens, generation.forced_end_of(lm))
     # No XLA in the export: TF Serving's XLA:CPU JIT is off by default
@@ -111,8 +123,12 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                 "no_repeat_ngram_size": int(no_repeat_ngram_size),
                 "min_new_tokens": int(min_new_tokens), "stop": stop}
     if beam:
-        settings.update(num_beams=int(num_beams), length_penalty=float(length_penalty),
-                        early_stopping=early_stopping)
+        settings.update(num_beams=int(num_beams))
+    settings.update(length_penalty=float(length_penalty), early_stopping=early_stopping)
+    settings["caps"] = caps = {
+        "max_new_tokens": int(max_new_tokens), "max_prompt_tokens": int(keep),
+        "num_beams": int(max_num_beams), "no_repeat_ngram_size": MAX_NGRAM,
+        "min_new_tokens": int(max_new_tokens), "max_request_bytes": int(max_request_bytes)}
     module = ServingModule(lm, tokenizer)
     module.generation_settings = tf.constant(json.dumps(settings, sort_keys=True))
 
@@ -160,8 +176,10 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
 
     module.serve = serve
     module.token_ids = token_ids
-    module.generate = _per_request_signature(lm, tokenizer, max_new_tokens, stop_ids,
-                                             stop_strings, prepare)
+    module.generate = _per_request_signature(
+        lm, tokenizer, caps, stop_ids, stop_strings, prepare,
+        generation.BeamSearch(None, float(length_penalty), early_stopping))
+    logger.info("generate export %s: %s", export_dir, caps_line(caps))
     warmup = [{"prompt": [t]} for t in SAMPLE_TEXTS] + [{"prompt": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
                        max_request_bytes=max_request_bytes,
@@ -194,33 +212,48 @@ def _prompt_preparation(lm, tokenizer, max_new_tokens: int):
                                                        lm.end_token_id), keep, limit)
 
 
-def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings, prepare):
+def caps_line(caps: dict) -> str:
+    """The limits a `generate` export bakes in, in one line (logged when it is written,
+    printed by the task commands)."""
+    return ("per request at most " + ", ".join(
+        f"{name} {caps[name]}" for name in ("max_new_tokens", "num_beams",
+                                             "no_repeat_ngram_size", "min_new_tokens"))
+            + f"; prompts keep at most {caps['max_prompt_tokens']} tokens; requests at most "
+            f"{caps['max_request_bytes']} bytes")
+
+
+def _per_request_signature(lm, tokenizer, caps: dict, stop_ids, stop_strings, prepare,
+                           beam_search):
     """The `generate` signature (see the module docstring): one compiled loop with a
-    `RowSampler` and every processor on, each row's settings as tensors."""
+    `RowSampler` and every processor on, each row's settings as tensors; rows with
+    num_beams > 1 go through one beam loop (`beam_search`, its width per call), a call
+    per width and max_new_tokens in the request."""
     end = lm.end_token_id
     vocab = int(lm.vocab_size)
+    cap, max_beams = caps["max_new_tokens"], caps["num_beams"]
     processing = generation.Processing(repetition_penalty=True, no_repeat_ngram_size=MAX_NGRAM,
                                        min_new_tokens=True, ngram_per_row=True,
                                        forced_end=generation.forced_end_of(lm))
-    run = generation.generate_function(lm, generation.RowSampler(), end_token_id=end,
-                                       jit_compile=False, processing=processing,
-                                       stop_ids=stop_ids, stop_strings=stop_strings,
-                                       tokenizer=tokenizer)
+    options = dict(end_token_id=end, jit_compile=False, processing=processing,
+                   stop_ids=stop_ids, stop_strings=stop_strings, tokenizer=tokenizer)
+    run = generation.generate_function(lm, generation.RowSampler(), **options)
+    beam_run = generation.generate_function(lm, beam_search, **options) \
+        if max_beams > 1 else None
     spec = [tf.TensorSpec([None], dtype, name=name) for name, dtype in (
         ("prompt", tf.string), ("max_new_tokens", tf.int32), ("temperature", tf.float32),
         ("top_k", tf.int32), ("top_p", tf.float32), ("seed", tf.int64),
         ("repetition_penalty", tf.float32), ("no_repeat_ngram_size", tf.int32),
-        ("min_new_tokens", tf.int32))]
+        ("min_new_tokens", tf.int32), ("num_beams", tf.int32))]
 
     @tf.function(input_signature=spec)
     def per_request(prompt, max_new_tokens, temperature, top_k, top_p, seed,
-                    repetition_penalty, no_repeat_ngram_size, min_new_tokens):
+                    repetition_penalty, no_repeat_ngram_size, min_new_tokens, num_beams):
         rows = tf.shape(prompt)[0]
         named = {"max_new_tokens": max_new_tokens, "temperature": temperature,
                  "top_k": top_k, "top_p": top_p, "seed": seed,
                  "repetition_penalty": repetition_penalty,
                  "no_repeat_ngram_size": no_repeat_ngram_size,
-                 "min_new_tokens": min_new_tokens}
+                 "min_new_tokens": min_new_tokens, "num_beams": num_beams}
         checks = [tf.debugging.assert_equal(tf.shape(value)[0], rows, message=(
             f"{name}: one value per prompt")) for name, value in named.items()]
         bounds = [("max_new_tokens", max_new_tokens >= 1, "at least 1"),
@@ -239,7 +272,13 @@ def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings, prep
                    (no_repeat_ngram_size >= 0) & (no_repeat_ngram_size <= MAX_NGRAM),
                    f"between 0 (off) and {MAX_NGRAM}"),
                   ("min_new_tokens", (min_new_tokens >= 0) & (min_new_tokens <= cap),
-                   f"between 0 (off) and {cap} (--max_new_tokens of the export)")]
+                   f"between 0 (off) and {cap} (--max_new_tokens of the export)"),
+                  ("num_beams", (num_beams >= 1) & (num_beams <= max_beams),
+                   f"between 1 and {max_beams} (--max_num_beams of the export)"),
+                  ("num_beams", (num_beams == 1) | ((temperature == 0) & (top_k == 0)
+                                                    & (top_p == 1)),
+                   "1 where a row samples: beam search (num_beams above 1) takes "
+                   "temperature 0, top_k 0 and top_p 1")]
         with tf.control_dependencies(checks):
             checks = [tf.debugging.Assert(tf.reduce_all(ok), [tf.constant(
                 f"{name}: each value must be {rule}")], name=f"check_{name}")
@@ -250,16 +289,58 @@ def _per_request_signature(lm, tokenizer, cap: int, stop_ids, stop_strings, prep
         pair = tf.cast(tf.stack([seed % (2 ** 31), (seed // (2 ** 31)) % (2 ** 31)], 1),
                        tf.int32)
         seeds = tf.where((seed < 0)[:, None], fresh, pair)
-        out = run(dense, mask, max_new_tokens, seeds, tf.zeros([rows], tf.int32),
-                  repetition_penalty, min_new_tokens, no_repeat_ngram_size, temperature,
-                  top_k, top_p)
-        lengths = out["lengths"]
-        text = tokenizer.detokenize(generation.until_end(out["token_ids"], None, lengths))
-        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
-        width = tf.shape(out["logprobs"])[1]
-        counted = tf.sequence_mask(lengths, width, tf.float32)
-        return {"text": _cut_at_stop(text, stop_strings), "num_tokens": lengths,
-                "logprob": tf.reduce_sum(out["logprobs"] * counted, axis=1)}
+        settings = (seeds, repetition_penalty, min_new_tokens, no_repeat_ngram_size,
+                    temperature, top_k, top_p)
+
+        def finish(tokens, lengths, logprobs):
+            text = tokenizer.detokenize(generation.until_end(tokens, None, lengths))
+            text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace")
+            counted = tf.sequence_mask(lengths, tf.shape(logprobs)[1], tf.float32)
+            return (_cut_at_stop(text, stop_strings), lengths,
+                    tf.reduce_sum(logprobs * counted, axis=1))
+
+        def sampled(index):  # rows [n] decoded one token at a time, each its settings
+            seeds_, penalty, min_new, ngram, temp, k, p = (
+                tf.gather(x, index) for x in settings)
+            out = run(tf.gather(dense, index), tf.gather(mask, index),
+                      tf.gather(max_new_tokens, index), seeds_, tf.zeros_like(index),
+                      penalty, min_new, ngram, temp, k, p)
+            return finish(out["token_ids"], out["lengths"], out["logprobs"])
+
+        if beam_run is None:
+            text, lengths, logprob = sampled(tf.range(rows))
+            return {"text": text, "num_tokens": lengths, "logprob": logprob}
+
+        def beamed(index, beams):  # rows [n] of one width and one max_new_tokens
+            _, penalty, min_new, ngram, _, _, _ = (tf.gather(x, index) for x in settings)
+            out = beam_run(tf.gather(dense, index), tf.gather(mask, index),
+                           tf.gather(max_new_tokens, index)[0], None, None, penalty,
+                           min_new, ngram, num_beams=beams)
+            return finish(out["token_ids"][:, 0], out["lengths"][:, 0],
+                          out["logprobs"][:, 0])
+
+        # A group per (beams, max_new_tokens) of beam rows (a beam loop runs to one
+        # length), one group of all sampled rows (each stops at its own).
+        group = tf.where(num_beams > 1, num_beams * (cap + 1) + max_new_tokens, 0)
+        keys, _ = tf.unique(group)
+        empty = (tf.zeros([0], tf.int32), tf.zeros([0], tf.string),
+                 tf.zeros([0], tf.int32), tf.zeros([0], tf.float32))
+
+        def body(i, parts):
+            index = tf.cast(tf.where(tf.equal(group, keys[i]))[:, 0], tf.int32)
+            found = tf.cond(keys[i] > 0,
+                            lambda: beamed(index, keys[i] // (cap + 1)),
+                            lambda: sampled(index))
+            return i + 1, tuple(tf.concat([a, b], 0) for a, b in zip(parts, (index,)
+                                                                     + found))
+
+        _, (order, text, lengths, logprob) = tf.while_loop(
+            lambda i, _: i < tf.size(keys), body, (tf.constant(0), empty),
+            shape_invariants=(tf.TensorShape([]),
+                              tuple(tf.TensorShape([None]) for _ in empty)))
+        back = tf.math.invert_permutation(order)  # the rows in request order
+        return {"text": tf.gather(text, back), "num_tokens": tf.gather(lengths, back),
+                "logprob": tf.gather(logprob, back)}
 
     return per_request
 

@@ -255,21 +255,23 @@ class RowSampler(Sampler):
 @dataclasses.dataclass(frozen=True)
 class BeamSearch:
     """Beam search as `transformers`' `generate(num_beams=...)` (see the module
-    docstring). Not a `Sampler`: it keeps num_beams rows per prompt."""
-    num_beams: int = 4
+    docstring). Not a `Sampler`: it keeps num_beams rows per prompt. `num_beams=None`:
+    given with each call (`decode(..., num_beams=k)`, a tensor: one loop for every
+    width, as the `generate` export's per-request beams; not under XLA)."""
+    num_beams: int | None = 4
     length_penalty: float = 1.0
     early_stopping: bool | str = False
 
     def __post_init__(self):
-        if int(self.num_beams) < 1:
+        if self.num_beams is not None and int(self.num_beams) < 1:
             raise ValueError(f"num_beams={self.num_beams}: must be at least 1")
         if self.early_stopping not in EARLY_STOPPING:
             raise ValueError(f"early_stopping={self.early_stopping!r}: choose from "
                              f"{EARLY_STOPPING}")
 
     def key(self) -> tuple:
-        return ("beam", int(self.num_beams), float(self.length_penalty),
-                self.early_stopping)
+        return ("beam", None if self.num_beams is None else int(self.num_beams),
+                float(self.length_penalty), self.early_stopping)
 
 
 def get_sampler(sampler, temperature: float = 1.0, top_k=None, top_p=None,
@@ -544,7 +546,7 @@ def _isin(tokens, ids):
 def _start(lm, setting, token_ids, padding_mask, capacity, rows_per_prompt=1):
     """The prompt's pass and the state every loop starts from (rows repeated
     `rows_per_prompt` times, beam search's num_beams)."""
-    if rows_per_prompt > 1:
+    if not isinstance(rows_per_prompt, int) or rows_per_prompt > 1:  # a tensor: per call
         token_ids = tf.repeat(token_ids, rows_per_prompt, axis=0)
         padding_mask = tf.repeat(padding_mask, rows_per_prompt, axis=0)
     if hasattr(lm, "generation_start"):  # an encoder-decoder: the prompts are its input
@@ -644,14 +646,16 @@ def _gather_beams(x, index):
 def _beam_loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity, const):
     """transformers' `_beam_search` (4.5x-5.x), step for step: see the module docstring."""
     beam = setting.sampler
-    k, penalty_power = beam.num_beams, float(beam.length_penalty)
+    # num_beams: a Python int, or the call's (a scalar tensor) when the setting has None
+    k = const["num_beams"] if beam.num_beams is None else beam.num_beams
+    penalty_power = float(beam.length_penalty)
     batch = tf.shape(token_ids)[0]
     state, key_mask, lengths = _start(lm, setting, token_ids, padding_mask, capacity, k)
     vocab = lm.vocab_size
     width = state["width"]
     total = width + capacity
     keep = max(2, 1 + len(setting.ends)) * k
-    top_mask = tf.constant([True] * k + [False] * (keep - k))
+    top_mask = tf.range(keep) < k
 
     def unflat(x):
         return tf.reshape(x, tf.concat([[batch, k], tf.shape(x)[1:]], 0))
@@ -662,7 +666,7 @@ def _beam_loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity, c
     seq = unflat(state.pop("seq"))  # (B, K, W)
     state.update(
         running=seq, running_scores=tf.tile(
-            tf.constant([[0.0] + [_NEG] * (k - 1)], tf.float32), [batch, 1]),
+            tf.where(tf.range(k) == 0, 0.0, _NEG)[None, :], [batch, 1]),
         running_lp=tf.zeros([batch, k, capacity], tf.float32),
         running_len=tf.zeros([batch, k], tf.int32),
         sequences=seq, beam_scores=tf.fill([batch, k], _NEG),
@@ -791,7 +795,8 @@ def _build(lm, setting: Setting):
          "ngram": tf.TensorSpec([None], tf.int32, name="no_repeat_ngram_size"),
          "temperature": tf.TensorSpec([None], tf.float32, name="temperature"),
          "top_k": tf.TensorSpec([None], tf.int32, name="top_k"),
-         "top_p": tf.TensorSpec([None], tf.float32, name="top_p")}], autograph=False,
+         "top_p": tf.TensorSpec([None], tf.float32, name="top_p"),
+         "num_beams": tf.TensorSpec([], tf.int32, name="num_beams")}], autograph=False,
         jit_compile=setting.jit_compile)
     def run(token_ids, padding_mask, max_new_tokens, seeds, index, penalty, min_new,
             capacity, rows):
@@ -802,7 +807,9 @@ def _build(lm, setting: Setting):
                  **rows}
         if beam:
             k = setting.sampler.num_beams
-            const = {name: tf.repeat(value, k, axis=0) for name, value in const.items()}
+            k = rows["num_beams"] if k is None else k
+            const = {name: tf.repeat(value, k, axis=0) if value.shape.rank else value
+                     for name, value in const.items()}
         with separate_bias_add() if split_bias else contextlib.nullcontext():
             loop = _beam_loop if beam else _sample_loop
             return loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity,
@@ -810,12 +817,13 @@ def _build(lm, setting: Setting):
 
     def decode(token_ids, padding_mask, max_new_tokens, seeds=None, index=None,
                repetition_penalty=1.0, min_new_tokens=0, no_repeat_ngram_size=0,
-               temperature=1.0, top_k=0, top_p=1.0):
+               temperature=1.0, top_k=0, top_p=1.0, num_beams=1):
         """Left-padded prompts -> {token_ids [R, N], logprobs [R, N], lengths [R],
         scores [R]} (R = B, or B x num_beams with beam search, best first).
         `max_new_tokens`: a scalar or one per row (the loop runs to the largest); the
         other settings a scalar or one per row (the sampler's only with `RowSampler`,
-        the n-gram sizes only with `Processing.ngram_per_row`)."""
+        the n-gram sizes only with `Processing.ngram_per_row`); `num_beams` a scalar,
+        read only by a `BeamSearch(num_beams=None)` setting (all rows one width)."""
         rows = tf.shape(token_ids)[0]
 
         def per_row(value, dtype):
@@ -827,7 +835,8 @@ def _build(lm, setting: Setting):
         index = tf.zeros([rows], tf.int32) if index is None else index
         settings = {"max_new": row_max_new, "ngram": per_row(no_repeat_ngram_size, tf.int32),
                     "temperature": per_row(temperature, tf.float32),
-                    "top_k": per_row(top_k, tf.int32), "top_p": per_row(top_p, tf.float32)}
+                    "top_k": per_row(top_k, tf.int32), "top_p": per_row(top_p, tf.float32),
+                    "num_beams": tf.cast(num_beams, tf.int32)}
         token_ids, padding_mask, capacity = bucket(token_ids, padding_mask, max_new_tokens,
                                                    setting.jit_compile)
         out = run(token_ids, padding_mask, max_new_tokens, tf.cast(seeds, tf.int32),
@@ -877,6 +886,9 @@ def generate_function(lm, sampler="greedy", temperature=1.0, top_k=None, top_p=N
                          num_beams=num_beams, length_penalty=length_penalty,
                          early_stopping=early_stopping)
     jit_compile = _use_xla() if jit_compile is None else bool(jit_compile)
+    if isinstance(chosen, BeamSearch) and chosen.num_beams is None and jit_compile:
+        raise ValueError("BeamSearch(num_beams=None): beams given per call need "
+                         "jit_compile=False (XLA compiles one width)")
     ends = tuple(sorted({int(i) for i in stop_ids} |
                         ({int(end_token_id)} if end_token_id is not None else set())))
     fill = int(end_token_id) if end_token_id is not None else (ends[0] if ends else 0)
