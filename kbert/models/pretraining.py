@@ -28,7 +28,8 @@ class PretrainRecipe:
 
     Attributes:
         reads_records: takes `--input_file` (BERT's `create_data` TFRecords).
-        needs_folder: needs `--init_from` (a tokenizer kbert cannot build from text).
+        needs_folder: needs `--init_from` unless `--from_scratch` (which learns the
+            family's vocabulary from the text, `kbert.tokenizers.learn`).
         specials: the special tokens an example holds (for `--max_seq_length`'s check).
         help: one line for `--model`'s help.
     """
@@ -56,6 +57,16 @@ class PretrainRecipe:
         return model
 
 
+def scratch_config(config_class, preset: str | None, demo: dict, **overrides):
+    """The config of a model trained from scratch: `--preset demo` (or none) is the
+    family's tiny preset widened by `demo` (a small model a CPU trains in minutes),
+    another name that preset; `overrides` (the learned vocabulary's size and special
+    ids) apply to both."""
+    if preset in (None, "demo", "mini"):
+        return config_class.preset("tiny", **{**demo, **overrides})
+    return config_class.preset(preset, **overrides)
+
+
 def seq2seq_run(args, runtime, optimizer, model_class, config, data, examples: int,
                 tokenizer) -> PretrainRun:
     """What T5's and BART's recipes share once their data is made: the model (new with
@@ -65,7 +76,7 @@ def seq2seq_run(args, runtime, optimizer, model_class, config, data, examples: i
     from kbert.models.metrics import Perplexity, lm_loss
 
     def make():
-        if args.from_scratch:
+        if args.from_scratch or not args.init_from:
             return PretrainRecipe.built(model_class(config), next(iter(data))[0])
         return model_class.from_pretrained(args.init_from)
 

@@ -159,7 +159,7 @@ class BartPretraining(PretrainRecipe):
 
     needs_folder = True
     specials = 2
-    help = "bart: denoising (needs --init_from a BART folder: its vocab.json, merges.txt)"
+    help = "bart: denoising (--init_from a BART folder, or --from_scratch)"
 
     def build(self, args, runtime, texts, optimizer) -> PretrainRun:
         import dataclasses
@@ -169,6 +169,19 @@ class BartPretraining(PretrainRecipe):
         from kbert.models.bart.checkpoints import read_folder, with_generation_config
         from kbert.tokenizers.bart import BartTokenizer
 
+        if not args.init_from:  # --from_scratch: a byte-level BPE learned from the text
+            from kbert.models.pretraining import scratch_config
+            from kbert.tokenizers.learn import learn_byte_bpe
+            from kbert.tokenizers.roberta import SPECIAL_TOKENS
+
+            lines = texts()
+            vocab, merges = learn_byte_bpe(lines, args.vocab_size, SPECIAL_TOKENS)
+            config = scratch_config(BartConfig, args.preset, dict(
+                hidden_size=64, encoder_intermediate_size=128, decoder_intermediate_size=128,
+                max_position_embeddings=max(args.max_seq_length, 64)), vocab_size=len(vocab))
+            tokenizer = BartTokenizer(vocab, merges,
+                                      seq_length=config.max_position_embeddings)
+            return self._run(args, runtime, optimizer, lambda: lines, tokenizer, config)
         # The folder's config and tokenizer only: its weights are read once, by the run's
         # model (`seq2seq_run`), not here too.
         path = hub.resolve(args.init_from)
@@ -185,13 +198,18 @@ class BartPretraining(PretrainRecipe):
                                          max_position_embeddings=max(args.max_seq_length, 64))
         elif args.from_scratch and args.preset not in (None, "mini"):
             config = BartConfig.preset(args.preset, vocab_size=config.vocab_size)
+        return self._run(args, runtime, optimizer, texts, tokenizer, config)
+
+    @staticmethod
+    def _run(args, runtime, optimizer, texts, tokenizer, config) -> PretrainRun:
+        from kbert.models.bart import BartSeq2SeqLM
+
         docs = documents(texts(), tokenizer, args.max_seq_length - 2)
         if not docs:
             raise ValueError("--text_file: every line is blank")
         data = denoising_dataset(docs, tokenizer, args.max_seq_length,
                                  args.train_batch_size, config.decoder_start_token_id,
                                  seed=args.seed)
-
         return seq2seq_run(args, runtime, optimizer, BartSeq2SeqLM, config, data, len(docs),
                            tokenizer)
 

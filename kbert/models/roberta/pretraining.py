@@ -49,14 +49,32 @@ def _split(features):
 class RobertaPretraining(PretrainRecipe):
     needs_folder = True
     specials = 2
-    help = "roberta: masked LM only, dynamic masking, full sentences (needs --init_from)"
+    help = ("roberta: masked LM only, dynamic masking, full sentences (--init_from a "
+            "RoBERTa folder, or --from_scratch)")
 
     def build(self, args, runtime, texts, optimizer) -> PretrainRun:
         from kbert.models.roberta.encoder import RobertaEncoder, RobertaMaskedLM
         from kbert.tokenizers.masking import DynamicMasking
         from kbert.tokenizers.roberta import RobertaTokenizer
 
-        tokenizer = RobertaTokenizer.from_pretrained(args.init_from)
+        config = None
+        if args.init_from:
+            tokenizer = RobertaTokenizer.from_pretrained(args.init_from)
+        else:  # --from_scratch: a byte-level BPE learned from the text, fairseq's specials
+            from kbert.models.pretraining import scratch_config
+            from kbert.models.roberta.config import RobertaConfig
+            from kbert.tokenizers.learn import learn_byte_bpe
+            from kbert.tokenizers.roberta import SPECIAL_TOKENS
+
+            lines = texts()
+            vocab, merges = learn_byte_bpe(lines, args.vocab_size, SPECIAL_TOKENS)
+            # RoBERTa's positions start after the padding id: 2 more than the tokens
+            config = scratch_config(RobertaConfig, args.preset, dict(
+                hidden_size=64, intermediate_size=256,
+                max_position_embeddings=args.max_seq_length + 2), vocab_size=len(vocab))
+            tokenizer = RobertaTokenizer(vocab, merges,
+                                         seq_length=config.max_position_embeddings - 2)
+            texts = lambda: lines  # noqa: E731 (read once)
         arrays = full_sentences(texts(), tokenizer, args.max_seq_length)
         if not len(arrays["token_ids"]):
             raise ValueError("--text_file: no text")
@@ -67,6 +85,13 @@ class RobertaPretraining(PretrainRecipe):
                                          seed=args.seed)
 
         def make():
+            if config is not None:  # from scratch, no folder
+                encoder = RobertaEncoder(config)
+                encoder.set_pooler_trainable(False)
+                return self.built(RobertaMaskedLM(encoder), {
+                    "token_ids": tf.zeros([1, 4], tf.int32),
+                    "padding_mask": tf.ones([1, 4], tf.int32),
+                    "masked_lm_positions": tf.zeros([1, 1], tf.int32)})
             try:
                 model = RobertaMaskedLM.from_pretrained(args.init_from)
             except ValueError as e:

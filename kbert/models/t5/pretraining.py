@@ -148,18 +148,26 @@ class T5Pretraining(PretrainRecipe):
 
     needs_folder = True
     specials = 1
-    help = "t5: span corruption (needs --init_from a T5 folder: its spiece.model)"
+    help = "t5: span corruption (--init_from a T5 folder, or --from_scratch)"
 
     def build(self, args, runtime, texts, optimizer) -> PretrainRun:
         import dataclasses
 
         from kbert.models.t5 import T5Config, T5Seq2SeqLM
 
-        source = T5Seq2SeqLM.from_pretrained(args.init_from)
-        tokenizer = source.tokenizer
-        if tokenizer is None:
-            raise ValueError(f"--init_from {args.init_from}: no spiece.model (T5's tokenizer)")
         lines = [t for t in texts() if t.strip()]
+        if args.init_from:
+            source = T5Seq2SeqLM.from_pretrained(args.init_from)
+            tokenizer, config = source.tokenizer, source.config
+            if tokenizer is None:
+                raise ValueError(f"--init_from {args.init_from}: no spiece.model (T5's "
+                                 "tokenizer)")
+        else:  # --from_scratch: a SentencePiece model learned from the text
+            from kbert.tokenizers.learn import learn_sentencepiece
+            from kbert.tokenizers.t5 import T5Tokenizer
+
+            tokenizer = T5Tokenizer(learn_sentencepiece(lines, args.vocab_size))
+            config = T5Config.preset("tiny", vocab_size=tokenizer.vocab_size)
         length = args.max_seq_length
         data = span_corruption_dataset(lines, tokenizer, length, args.train_batch_size,
                                        seed=args.seed)
@@ -167,10 +175,9 @@ class T5Pretraining(PretrainRecipe):
         if tokens == 0:
             raise ValueError("--text_file: no tokens")
         examples = -(-tokens // span_corruption_lengths(length)[0])  # runs, the last shorter
-        config = source.config
         if args.from_scratch and args.preset not in (None, "demo", "mini"):
             config = T5Config.preset(args.preset, vocab_size=config.vocab_size)
-        elif args.from_scratch and args.preset == "demo":
+        elif args.from_scratch and (args.preset == "demo" or not args.init_from):
             config = dataclasses.replace(T5Config.preset("tiny"),
                                          vocab_size=config.vocab_size, hidden_size=64,
                                          intermediate_size=128, key_value_size=16)

@@ -1,5 +1,5 @@
-"""`python -m kbert.tasks.pretrain`: pretrain BERT, RoBERTa, GPT or ELMo, and make BERT's
-pretraining data.
+"""`python -m kbert.tasks.pretrain`: pretrain BERT, RoBERTa, GPT, ELMo, T5 or BART (from
+a model folder or from scratch), and make BERT's pretraining data.
 
     python -m kbert.tasks.pretrain create_data --input_file "corpus/*.txt" \\
         --output_file out/train-0.tfrecord,out/train-1.tfrecord \\
@@ -11,6 +11,8 @@ pretraining data.
     python -m kbert.tasks.pretrain --model elmo --text_file corpus.txt --preset small
     python -m kbert.tasks.pretrain --model gpt --text_file corpus.txt --init_from gpt2
     python -m kbert.tasks.pretrain --model roberta --text_file corpus.txt --init_from roberta-base
+    python -m kbert.tasks.pretrain --model t5 --from_scratch --text_file corpus.txt \
+        --vocab_size 8000 --preset t5-small   # a SentencePiece model learned from the text
 
 `create_data` is Google's `create_pretraining_data.py` (its flags and defaults; the same
 corpus, vocabulary and seed give the same records). Text corpora: one sentence a line,
@@ -115,7 +117,8 @@ def _train_parser() -> argparse.ArgumentParser:
                    help=f"a family with a pretraining recipe ({names}): bert: masked LM + "
                         "next sentence (run_pretraining.py); roberta: masked LM only, "
                         "dynamic masking; gpt: causal LM; elmo: the two directions' LMs "
-                        "(bilm-tf)")
+                        "(bilm-tf); t5: span corruption; bart: denoising (text infilling "
+                        "and sentence permutation)")
     data = p.add_argument_group("data (none given: the bundled corpus)")
     data.add_argument("--input_file", help="bert: create_data TFRecords (globs, "
                                            "comma-separated); families whose recipe reads "
@@ -132,15 +135,20 @@ def _train_parser() -> argparse.ArgumentParser:
                        help="continue from this folder (Google, Hugging Face or kbert BERT; "
                             "a GPT folder; an ELMo folder) or Hugging Face Hub name")
     model.add_argument("--from_scratch", action="store_true",
-                       help="gpt, roberta: new weights of --init_from's config (its "
-                            "tokenizer kept)")
+                       help="gpt, roberta, t5, bart: new weights; with --init_from its "
+                            "config and tokenizer, without it a vocabulary learned from the "
+                            "text (byte-level BPE; t5: SentencePiece) and --preset's size "
+                            "(bert and elmo without --init_from always start from scratch)")
     model.add_argument("--preset", default=None,
-                       help="from scratch: BertConfig preset or 'demo' (2 layers, 128 "
-                            "wide; default mini, on the bundled corpus demo), or ELMoConfig "
-                            "preset (default small)")
+                       help="from scratch: the family's config preset (e.g. mini, "
+                            "gpt2, base, t5-small, bart-base) or 'demo' (2 small layers; "
+                            "bert's default mini, on the bundled corpus demo; elmo's "
+                            "ELMoConfig preset, default small)")
     model.add_argument("--vocab_size", type=int, default=None,
-                       help="from scratch: WordPiece vocabulary (bert) or words (elmo) "
-                            "learned from the text (default 8000; bundled corpus 800)")
+                       help="from scratch: the vocabulary learned from the text: WordPiece "
+                            "(bert), byte-level BPE (gpt, roberta, bart), SentencePiece "
+                            "pieces (t5, plus its 100 sentinels) or words (elmo) (default "
+                            "8000; bundled corpus 800)")
     model.add_argument("--do_lower_case", type=parse_bool, default=None, metavar="true|false",
                        help="bert: lower-case the text (default: --init_from's casing; "
                             "true from scratch)")
@@ -206,9 +214,9 @@ def train_main(argv) -> int:
                        if getattr(f.hook("pretrain"), "reads_records", False)]
             raise UsageError(f"--input_file: create_data records are read by "
                              f"{', '.join(readers)}; --model {args.model} reads --text_file")
-        if pretraining.needs_folder and not args.init_from:
-            raise UsageError(f"--model {args.model} needs --init_from a {args.model} folder "
-                             "(its tokenizer; with --from_scratch, new weights)")
+        if pretraining.needs_folder and not args.init_from and not args.from_scratch:
+            raise UsageError(f"--model {args.model} needs --init_from a {args.model} folder, "
+                             "or --from_scratch (a vocabulary learned from the text)")
         bundled = not args.input_file and not args.text_file
         for flag, _, real, small in BUNDLED_DEFAULTS:
             if getattr(args, flag) is None:
