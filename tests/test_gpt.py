@@ -299,7 +299,7 @@ def test_xla_cpu_decoding_keeps_products_apart_and_updates_the_cache_in_place():
         tf.constant([1.0]), tf.constant([0]), tf.constant(32),
         {"max_new": tf.constant([4]), "ngram": tf.constant([0]),
          "temperature": tf.constant([1.0]), "top_k": tf.constant([0]),
-         "top_p": tf.constant([1.0])})(stage="optimized_hlo")
+         "top_p": tf.constant([1.0]), "num_beams": tf.constant(1)})(stage="optimized_hlo")
     fused = _fused_computations(hlo)
     assert fused and not [f for f in fused if " dot(" in f]
     # the cache tensors are [B*N, S, D] (the other float update is the log-probabilities')
@@ -491,8 +491,8 @@ def test_sampler_unit_top_p_keeps_the_token_that_crosses_p():
     logits = tf.constant([[3.0, 2.0, 1.0, 0.0]])
     probs = tf.nn.softmax(logits).numpy()[0]
     p = float(probs[0]) + 1e-3  # just past the best token's mass: two tokens
-    picks = {int(generation.choose(logits, "top_p", 1.0, None, p,
-                                   tf.constant([(s + 0.5) / 200]))[0]) for s in range(200)}
+    sampler = generation.get_sampler("top_p", 1.0, None, p)
+    picks = {int(sampler(logits, tf.constant([(s + 0.5) / 200]))[0][0]) for s in range(200)}
     assert picks == {0, 1}
 
 

@@ -93,6 +93,10 @@ def test_export_command_with_sampling_settings(tmp_path, model_folder):
     settings = json.loads((export_dir / "assets.extra" / "kbert_generate.json").read_text())
     assert (settings["sampler"], settings["top_p"], settings["seed"],
             settings["temperature"]) == ("top_p", 0.9, 11, 1.5)
+    # every cap the export bakes in, printed when it is written (#50)
+    assert ("its caps: per request at most max_new_tokens 6, num_beams 4, "
+            "no_repeat_ngram_size 4, min_new_tokens 6; prompts keep at most 58 tokens; "
+            "requests at most 1048576 bytes (kbert_generate.json)") in proc.stdout, proc.stdout
     fresh = check_lib.run_fresh(str(export_dir), [{"prompt": PROMPTS[:4]}] * 2)
     first, second = (r["text"]["value"] for r in fresh["results"])
     assert first == second and len(first) == 4
