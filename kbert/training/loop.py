@@ -258,8 +258,7 @@ def whole_loops(total_steps: int, steps_per_loop: int, multiple: int = 1) -> tup
     """(total_steps, steps_per_loop): total_steps rounded up to whole executions of
     `multiple` steps (the model's steps_per_execution: Keras runs whole executions
     only), steps_per_loop at most that. The last loop may be shorter: the steps asked
-    for are the steps run (they used to be rounded up to whole loops, so 8 epochs
-    trained 9.09)."""
+    for are the steps run."""
     if steps_per_loop % multiple:
         raise ValueError(f"steps_per_loop={steps_per_loop} is not a multiple of "
                          f"steps_per_execution={multiple}")
