@@ -80,6 +80,86 @@ class Pretrained:
 SAVE_FORMATS = ("kbert", "huggingface")
 
 
+class Backbone:
+    """`get_config`/`from_config` written once for a model built from its family's
+    `ModelConfig`: the constructor takes the config (a dict or the dataclass) first,
+    then `dtype`, `name`, `trainable` and the model's own `serialized_options()`.
+    Listed before `keras.Model` among the bases."""
+
+    config_key: ClassVar[str] = "config"  # the config's key (GPTLanguageModel: decoder)
+
+    def serialized_options(self) -> dict:
+        """Constructor arguments besides the config, dtype, name and trainable."""
+        return {}
+
+    def serialized_dtype(self):
+        return self.dtype_policy
+
+    def get_config(self):
+        import keras
+
+        return with_quantization_mode(self, {
+            self.config_key: self.config.to_dict(), **self.serialized_options(),
+            "name": self.name, "trainable": self.trainable,
+            "dtype": keras.saving.serialize_keras_object(self.serialized_dtype())})
+
+    @classmethod
+    def from_config(cls, config):
+        from kbert.models.interface import dtype_from_config
+
+        config = dict(config)
+        mode = config.pop("quantization_mode", None)
+        dtype = dtype_from_config(config)
+        return quantized(cls(config.pop(cls.config_key), dtype=dtype, **config), mode)
+
+
+class Wrapper:
+    """`get_config`/`from_config` once for a model that holds another model (its
+    backbone, serialized whole under `wrapped_key`) and adds heads: the constructor takes
+    that model, `name` and the model's own `serialized_options()`. Listed before
+    `keras.Model` among the bases."""
+
+    wrapped_key: ClassVar[str] = "encoder"
+
+    def serialized_options(self) -> dict:
+        return {}
+
+    def get_config(self):
+        import keras
+
+        return with_quantization_mode(self, {
+            self.wrapped_key: keras.saving.serialize_keras_object(
+                getattr(self, self.wrapped_key)), **self.serialized_options(),
+            "name": self.name})
+
+    @classmethod
+    def from_config(cls, config):
+        import keras
+
+        config = dict(config)
+        mode = config.pop("quantization_mode", None)
+        config[cls.wrapped_key] = keras.saving.deserialize_keras_object(
+            config[cls.wrapped_key])
+        return quantized(cls(**config), mode)
+
+
+def with_quantization_mode(model, config: dict) -> dict:
+    """A quantized model's config says so (`Quantizable`): `quantization_mode`."""
+    mode = model.quantization_mode_of_layers() if isinstance(model, Quantizable) else None
+    if mode is not None:
+        config["quantization_mode"] = mode
+    return config
+
+
+def quantized(model, mode: str | None):
+    """`model` quantized to `mode` before Keras loads its (int8) weights into it; each
+    model class rebuilds its layers from its own config, which would otherwise lose the
+    layers' quantized dtype policies."""
+    if mode is not None:
+        model.quantize(mode)
+    return model
+
+
 def check_save_format(model, format: str) -> None:  # noqa: A002
     """`save_pretrained`'s `format`: one of SAVE_FORMATS, and one the family writes."""
     if format not in SAVE_FORMATS:
@@ -202,19 +282,15 @@ class Quantizable:
 
     def __init_subclass__(cls, **kwargs):
         # A quantized model's config says so, and from_config quantizes the new model
-        # before Keras loads the int8 weights into it (`.keras` files): each model
-        # class rebuilds its layers from its own config, which would otherwise lose
-        # the layers' quantized dtype policies.
+        # before Keras loads the int8 weights into it (`.keras` files). `Backbone` and
+        # `Wrapper` do it themselves; a class that writes its own get_config/from_config
+        # gets them wrapped here.
         super().__init_subclass__(**kwargs)
         if "get_config" in cls.__dict__:
             get_config = cls.__dict__["get_config"]
 
             def with_mode(self):
-                config = get_config(self)
-                mode = self.quantization_mode_of_layers()
-                if mode is not None:
-                    config["quantization_mode"] = mode
-                return config
+                return with_quantization_mode(self, get_config(self))
 
             cls.get_config = with_mode
         if "from_config" in cls.__dict__:
@@ -223,10 +299,7 @@ class Quantizable:
             def quantized_from_config(klass, config):
                 config = dict(config)
                 mode = config.pop("quantization_mode", None)
-                model = from_config(klass, config)
-                if mode is not None:
-                    model.quantize(mode)
-                return model
+                return quantized(from_config(klass, config), mode)
 
             cls.from_config = classmethod(quantized_from_config)
 

@@ -25,7 +25,7 @@ from keras import ops
 
 from kbert import hub
 from kbert.layers.masks import key_mask as padding_key_mask
-from kbert.models.base import Pretrained, Quantizable
+from kbert.models.base import Backbone, Pretrained, Quantizable
 
 INPUTS = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
           "decoder_padding_mask")
@@ -47,7 +47,7 @@ def decode_with_cache(blocks, x, cache, cache_index, cross_caches, encoder_paddi
     return x, tuple(new)
 
 
-class Seq2SeqLM(Quantizable, keras.Model, Pretrained):
+class Seq2SeqLM(Backbone, Quantizable, keras.Model, Pretrained):
     """The shared part of `T5Seq2SeqLM` and `BartSeq2SeqLM` (see the module docstring)."""
 
     is_encoder_decoder = True
@@ -126,20 +126,6 @@ class Seq2SeqLM(Quantizable, keras.Model, Pretrained):
 
         return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
                                        sampler=sampler, **options)
-
-    # ------------------------------------------------------------------ serialization
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
-
-    @classmethod
-    def from_config(cls, config):
-        from kbert.models.interface import dtype_from_config
-
-        config = dict(config)
-        dtype = dtype_from_config(config)
-        return cls(config.pop("config"), dtype=dtype, **config)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype=None, load_tokenizer=True,

@@ -165,7 +165,7 @@ class BartPretraining(PretrainRecipe):
         import dataclasses
 
         from kbert import hub
-        from kbert.models.bart import BartConfig, BartSeq2SeqLM
+        from kbert.models.bart import BartConfig
         from kbert.models.bart.checkpoints import read_folder, with_generation_config
         from kbert.tokenizers.bart import BartTokenizer
 

@@ -9,13 +9,13 @@ from kbert.layers.embeddings import BertEmbeddings
 from kbert.layers.initializers import truncated_normal
 from kbert.layers.masks import padding_bias
 from kbert.layers.transformer import TransformerBlock
-from kbert.models.base import Pretrained, Quantizable
+from kbert.models.base import Backbone, Pretrained, Quantizable
 from kbert.models.bert.config import BertConfig
-from kbert.models.interface import TransformerSizes, dtype_from_config
+from kbert.models.interface import TransformerSizes
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertEncoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
+class BertEncoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretrained):
     """BERT encoder (Devlin et al., 2019): embeddings, L post-LN blocks, tanh pooler.
 
     Inputs are a dict of int Tensors of shape [batch_size, seq_length]: `token_ids`,
@@ -105,17 +105,8 @@ class BertEncoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
         return BertEncoder(self.config, dtype=self.dtype_policy, output_range=output_range,
                            _layers_from=self, name=self.name)
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "output_range": self.output_range,
-                "name": self.name,
-                "trainable": self.trainable, "dtype": keras.saving.serialize_keras_object(
-                    self.dtype_policy)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        dtype = dtype_from_config(config)
-        return cls(config.pop("config"), dtype=dtype, **config)
+    def serialized_options(self) -> dict:
+        return {"output_range": self.output_range}
 
 
 def init_sinusoidal_positions(encoder: BertEncoder, scale: float = 0.1) -> BertEncoder:

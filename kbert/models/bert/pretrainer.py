@@ -29,7 +29,7 @@ from kbert.layers.initializers import truncated_normal
 from kbert.models.bert import checkpoints
 from kbert.models.bert.encoder import BertEncoder
 from kbert.models.metrics import TotalOverCount, masked_lm_loss, total_loss
-from kbert.models.base import Quantizable
+from kbert.models.base import Quantizable, Wrapper
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ TARGETS = ("masked_lm_ids", "masked_lm_weights", "next_sentence_labels")
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BertPretrainer(Quantizable, keras.Model):
+class BertPretrainer(Wrapper, Quantizable, keras.Model):
     """A `BertEncoder` with BERT's masked-LM and next-sentence heads (see the module
     docstring).
 
@@ -124,16 +124,6 @@ class BertPretrainer(Quantizable, keras.Model):
             tf.reduce_sum(tf.cast(nsp_hits, tf.float32)), predictions)
         t["next_sentence_loss"].update_state(tf.reduce_sum(nsp_nll), predictions)
         return total_loss(self, mlm_loss + nsp_loss)
-
-    def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder),
-                "name": self.name}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
 
     # ------------------------------------------------------------ weights
     def head_variables(self) -> dict:

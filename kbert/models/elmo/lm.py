@@ -27,6 +27,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from kbert.models.base import Wrapper
 from kbert.models.elmo.bilm import ELMo
 from kbert.models.metrics import TotalOverCount
 from kbert.tokenizers.elmo import BOS_WORD, EOS_WORD
@@ -141,7 +142,7 @@ def bilm_dataset(texts, tokenizer, vocab: WordVocabulary, batch_size: int,
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class ELMoLanguageModel(keras.Model):
+class ELMoLanguageModel(Wrapper, keras.Model):
     """ELMo's biLM with its training softmax (see the module docstring).
 
     Inputs: `ELMoCharTokenizer`'s dict; targets `{"word_ids": int [B, W]}` (-1 on
@@ -246,16 +247,11 @@ class ELMoLanguageModel(keras.Model):
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
         return loss / replicas if replicas > 1 else loss
 
-    def get_config(self):
-        return {"elmo": keras.saving.serialize_keras_object(self.elmo),
-                "vocab_size": self.vocab_size, "bos_id": self.bos_id,
-                "eos_id": self.eos_id, "num_sampled": self.num_sampled, "name": self.name}
+    wrapped_key = "elmo"  # serialization (`Wrapper`): the biLM, whole
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["elmo"] = keras.saving.deserialize_keras_object(config["elmo"])
-        return cls(**config)
+    def serialized_options(self) -> dict:
+        return {"vocab_size": self.vocab_size, "bos_id": self.bos_id, "eos_id": self.eos_id,
+                "num_sampled": self.num_sampled}
 
     def save_pretrained(self, path) -> None:
         """The biLM in bilm-tf's layout (`options.json`, `weights.hdf5`), as bilm-tf's

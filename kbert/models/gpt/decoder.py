@@ -14,13 +14,13 @@ from kbert.layers.heads import last_token_state
 from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
-from kbert.models.base import Pretrained, Quantizable
+from kbert.models.base import Backbone, Pretrained, Quantizable
 from kbert.models.gpt.config import GPTConfig
-from kbert.models.interface import TransformerSizes, dtype_from_config
+from kbert.models.interface import TransformerSizes
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class GPTDecoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
+class GPTDecoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretrained):
     """The GPT Transformer decoder: token + learned position embeddings, L blocks of
     masked (causal) self-attention, and, for GPT-2, a final LayerNorm.
 
@@ -166,23 +166,11 @@ class GPTDecoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
             x = self.final_layer_norm(x)
         return x, tuple(caches)
 
-    # ------------------------------------------------------------------ serialization
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        dtype = dtype_from_config(config)
-        return cls(config.pop("config"), dtype=dtype, **config)
-
     # ------------------------------------------------------------------ checkpoints
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class GPTLanguageModel(Quantizable, keras.Model):
+class GPTLanguageModel(Backbone, Quantizable, keras.Model):
     """A GPTDecoder with its output layer tied to the token embeddings: `logits`
     float32 [batch_size, seq_length, vocab_size], the next token's scores at every
     position.
@@ -236,16 +224,10 @@ class GPTLanguageModel(Quantizable, keras.Model):
                                                      index)
         return self.decoder.token_embedding.logits(hidden[:, -1]), cache
 
-    def get_config(self):
-        return {"decoder": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.decoder.dtype_policy)}
+    config_key = "decoder"  # serialization (`Backbone`): the decoder's config
 
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        dtype = dtype_from_config(config)
-        return cls(config.pop("decoder"), dtype=dtype, **config)
+    def serialized_dtype(self):
+        return self.decoder.dtype_policy
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype=None, load_tokenizer=True,

@@ -18,8 +18,8 @@ from kbert.layers.embeddings import PositionEmbedding, TokenEmbedding
 from kbert.layers.initializers import initializer_from, truncated_normal
 from kbert.layers.masks import padding_bias
 from kbert.layers.transformer import TransformerBlock
-from kbert.models.base import Pretrained, Quantizable
-from kbert.models.interface import TransformerSizes, dtype_from_config
+from kbert.models.base import Backbone, Pretrained, Quantizable, Wrapper
+from kbert.models.interface import TransformerSizes
 from kbert.models.metrics import TotalOverCount, masked_lm_loss, total_loss
 from kbert.models.roberta.config import RobertaConfig
 
@@ -80,7 +80,7 @@ class RobertaEmbeddings(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class RobertaEncoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
+class RobertaEncoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretrained):
     """RoBERTa encoder. Inputs: dict of int [B, T] `token_ids`, `padding_mask`.
     Outputs: `sequence_output` [B, T, H], `pooled_output` [B, H] (`RobertaModel`'s
     pooler on `<s>` where the config has one, else the `<s>` state) and `hidden_states`
@@ -142,20 +142,10 @@ class RobertaEncoder(Quantizable, keras.Model, TransformerSizes, Pretrained):
         if self.pooler is not None:
             self.pooler.trainable = bool(trainable)
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name,
-                "trainable": self.trainable,
-                "dtype": keras.saving.serialize_keras_object(self.dtype_policy)}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        dtype = dtype_from_config(config)
-        return cls(config.pop("config"), dtype=dtype, **config)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class RobertaMaskedLM(Quantizable, keras.Model):
+class RobertaMaskedLM(Wrapper, Quantizable, keras.Model):
     """A `RobertaEncoder` with `RobertaLMHead` (dense, GELU, LayerNorm, the tied token
     table, a bias). Inputs: the encoder's; output `logits` float32 [B, T, vocab]. With
     `masked_lm_positions` int [B, P] in the inputs (the fill_mask export's and
@@ -213,16 +203,6 @@ class RobertaMaskedLM(Quantizable, keras.Model):
         loss = masked_lm_loss(y["masked_lm_ids"], y["masked_lm_weights"], y_pred["mlm_logits"],
                               self.trackers)
         return total_loss(self, loss)
-
-    def get_config(self):
-        return {"encoder": keras.saving.serialize_keras_object(self.encoder),
-                "name": self.name}
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype=None) -> "RobertaMaskedLM":
