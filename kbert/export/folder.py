@@ -57,11 +57,8 @@ def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **sett
                   ensure_ascii=False)
 
 
-def load_task_folder(path: str):
-    """(task, model, tokenizer, settings) from a task folder."""
-    import kbert.layers.heads  # noqa: F401 (registers the task heads with Keras)
-    from kbert.models import registry
-
+def read_task_file(path: str) -> dict:
+    """A task folder's `kbert_task.json` ({"task", "family", "settings"}), checked."""
     task_file = os.path.join(path, TASK_FILE)
     if not os.path.exists(task_file):
         raise FileNotFoundError(
@@ -71,6 +68,16 @@ def load_task_folder(path: str):
     for key in ("task", "settings"):
         if key not in info:
             raise ValueError(f"{task_file}: missing field {key!r}")
+    return info
+
+
+def load_task_folder(path: str, info: dict | None = None):
+    """(task, model, tokenizer, settings) from a task folder (`info`: its task file,
+    when the caller has read it)."""
+    import kbert.layers.heads  # noqa: F401 (registers the task heads with Keras)
+    from kbert.models import registry
+
+    info = read_task_file(path) if info is None else info
     family = registry.get_family(info.get("family", registry.DEFAULT_FAMILY))  # older folders
     family.import_hooks()  # the family's own task layers, for Keras
     import keras
@@ -83,16 +90,16 @@ def load_task_folder(path: str):
     return info["task"], model, tokenizer, dict(info["settings"])
 
 
-def check_exportable(model_dir: str, task: str) -> None:
+def check_exportable(model_dir: str, task: str) -> dict | None:
     """A task folder's model can be exported as `task` (its tokenizer lists it in
     `Tokenizer.exports`), read from `kbert_task.json` without loading the model; else
-    ValueError in one line. Model folders (no task file) are checked by the exporters."""
+    ValueError in one line. Returns the task file (None for a model folder, which the
+    exporters check)."""
     from kbert.models import registry
 
-    task_file = os.path.join(model_dir, TASK_FILE)
-    if not os.path.exists(task_file):
-        return
-    info = read_json(task_file)
+    if not os.path.exists(os.path.join(model_dir, TASK_FILE)):
+        return None
+    info = read_task_file(model_dir)
     saved = info.get("task")
     if task not in ("embeddings", saved) and task not in MODEL_TASKS:
         raise ValueError(f"{model_dir}: a {saved!r} model cannot be exported as --task {task} "
@@ -104,6 +111,25 @@ def check_exportable(model_dir: str, task: str) -> None:
                          f"folder cannot be exported as --task {task}; {family.name} models export "
                          f"{', '.join(sorted(exports))} (`Tokenizer.exports`: the signatures "
                          "whose inputs its tokenizer prepares in the graph)")
+    return info
+
+
+# The one table an export is chosen from: task -> (module, function).
+EXPORTERS = {"classifier": ("kbert.export.saved_model", "export_classifier"),
+             "squad": ("kbert.export.saved_model", "export_squad"),
+             "ner": ("kbert.export.ner_graph", "export_ner"),
+             "embeddings": ("kbert.export.saved_model", "export_embeddings"),
+             "generate": ("kbert.export.generate_graph", "export_generate"),
+             "elmo": ("kbert.export.elmo_graph", "export_elmo"),
+             "fill_mask": ("kbert.export.fill_mask_graph", "export_fill_mask")}
+
+
+def exporter(task: str):
+    """The export function of `task` (`EXPORTERS`)."""
+    import importlib
+
+    module, function = EXPORTERS[task]
+    return getattr(importlib.import_module(module), function)
 
 
 # What each model-folder export loads: the family's causal LM, its encoder with the
@@ -161,19 +187,6 @@ def _load_options(model_class, dtype: str | None, quantize: str | None) -> dict:
             raise ValueError(f"--quantize {quantize}: use one of {', '.join(QUANTIZE_MODES)}")
         options["quantize"] = quantize
     return options
-
-
-def _export_model_task(task, model, tokenizer, export_dir, version, seq_length, generation):
-    import importlib
-
-    module, function = {"elmo": ("kbert.export.elmo_graph", "export_elmo"),
-                        "fill_mask": ("kbert.export.fill_mask_graph", "export_fill_mask"),
-                        "generate": ("kbert.export.generate_graph", "export_generate")}[task]
-    options = {"fill_mask": {"top_k": generation.get("top_k") or 5,
-                             "seq_length": seq_length or 128},
-               "generate": generation}.get(task, {})
-    exporter = getattr(importlib.import_module(module), function)
-    return exporter(model, tokenizer, export_dir, serving_version=version, **options)
 
 
 DTYPES = ("float32", "bfloat16")
@@ -264,7 +277,6 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
     `dtype="bfloat16"`: exported with bfloat16 variables and computation (a model
     folder loaded straight into them; a task folder's model cast by `cast_model`)."""
     from kbert.export import ops as ops_lib
-    from kbert.export import saved_model
 
     version = serving_version or ops_lib.DEFAULT_SERVING_VERSION
     check_variant(quantize, dtype)
@@ -272,9 +284,14 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
         _, model, tokenizer = _model_folder(model_dir, task, dtype, quantize)
         if model.quantization_mode_of_layers() is None:
             model, _ = export_variant(model, quantize)
-        return _export_model_task(task, model, tokenizer, export_dir, version, seq_length,
-                                  generation or {})
-    if task == "embeddings" and not os.path.exists(os.path.join(model_dir, TASK_FILE)):
+        generation = generation or {}
+        options = {"fill_mask": {"top_k": generation.get("top_k") or 5,
+                                 "seq_length": seq_length or 128},
+                   "generate": generation}.get(task, {})
+        return exporter(task)(model, tokenizer, export_dir, serving_version=version,
+                              **options)
+    info = check_exportable(model_dir, task)
+    if info is None and task == "embeddings":  # a model folder of any family
         from kbert.models.registry import family_of_folder
 
         family = family_of_folder(model_dir)
@@ -283,16 +300,14 @@ def export_from_folder(model_dir: str, task: str, export_dir: str, *,
         tokenizer = family.tokenizer_class.from_pretrained(model_dir)
         if encoder.quantization_mode_of_layers() is None:
             encoder, _ = export_variant(encoder, quantize)
-        return saved_model.export_embeddings(encoder, tokenizer, export_dir,
-                                             seq_length=seq_length or 128,
-                                             serving_version=version)
-    check_exportable(model_dir, task)
-    saved_task, model, tokenizer, settings = load_task_folder(model_dir)
+        return exporter(task)(encoder, tokenizer, export_dir, seq_length=seq_length or 128,
+                              serving_version=version)
+    saved_task, model, tokenizer, settings = load_task_folder(model_dir, info)
     if task == "embeddings":
         from kbert.models.interface import find_encoder
 
         encoder, _ = export_variant(find_encoder(model), quantize, dtype)
-        return saved_model.export_embeddings(
+        return exporter(task)(
             encoder, tokenizer, export_dir, serving_version=version,
             seq_length=seq_length or settings.get("seq_length", settings.get(
                 "max_seq_length", 128)))
@@ -309,11 +324,5 @@ def export_task(task: str, model, tokenizer, export_dir: str, serving_version: s
                 settings: dict) -> str:
     """The export of a task folder's model (`classifier`, `squad`, `ner`) with the
     settings its `kbert_task.json` records."""
-    from kbert.export import saved_model
-
-    exporter = {"classifier": saved_model.export_classifier,
-                "squad": saved_model.export_squad}.get(task)
-    if task == "ner":
-        from kbert.export.ner_graph import export_ner as exporter
-    return exporter(model, tokenizer, export_dir, serving_version=serving_version,
-                    **settings)
+    return exporter(task)(model, tokenizer, export_dir, serving_version=serving_version,
+                          **settings)

@@ -5,7 +5,9 @@ into labels, numbers or answers and scored with the task's own metrics.
 
 The family says how a task becomes text (its hooks: `glue_text`, `glue_target`,
 `glue_label` for GLUE; T5's are T5's formats, `kbert.models.t5.tasks`); this module
-is the family-free part: encoding with cuts counted, the data, the run, decoding.
+is the family-free and task-free part: encoding with cuts counted, the data, the
+fine-tuning run, decoding, the export. Each task's runner is in its own folder
+(`kbert.tasks.glue.text_to_text`, `kbert.tasks.squad.text_to_text`).
 
     python -m kbert.tasks.glue --task sst2 --data_dir glue_data/SST-2 \\
         --init_from t5-small --learning_rate 3e-4 --output_dir out/sst2-t5
@@ -14,7 +16,6 @@ is the family-free part: encoding with cuts counted, the data, the run, decoding
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -22,7 +23,6 @@ import numpy as np
 import tensorflow as tf
 
 from kbert import training
-from kbert.io import atomic_file, write_json
 from kbert.models import registry
 
 logger = logging.getLogger(__name__)
@@ -195,124 +195,3 @@ def check_export(export_dir: str, texts, outputs) -> None:
                  list(range(len(texts))), "the model (rows)")
     logger.info("SavedModel checked through TF Serving's C++ loader: the model's answers on "
                 "%d inputs", len(texts))
-
-
-# ------------------------------------------------------------------ GLUE
-def run_glue(args, task, train, dev: dict, test: dict, write_submission) -> dict:
-    """GLUE (or the user's own files) as text to text with the --init_from family's
-    formats: fine-tune, predict dev (metrics) and test (submission files), with each
-    split's outputs in OUTPUT_DIR/<split>_outputs.jsonl."""
-    from kbert.tasks.common import write_results
-    from kbert.tasks.glue.data import dev_source
-    from kbert.tasks.glue.metrics import compute_metrics
-    from kbert.tasks.glue.tasks import get_task
-
-    family = registry.family_of_folder(args.init_from)
-    text, target, label_of = (family.hook(h) for h in ("glue_text", "glue_target",
-                                                         "glue_label"))
-    if not train:
-        raise SystemExit(f"GLUE {task.name}: the training split is empty")
-    tokenizer = family.tokenizer_class.from_pretrained(args.init_from)
-    lm_class = family.language_model_class
-    inputs = [text(task, e.text_a, e.text_b) for e in train]
-    targets = [target(task, e.label) for e in train]
-    words = targets if task.is_regression else [target(task, label) for label in task.labels]
-    out_length = target_length(tokenizer, words + targets)
-    model, trained = fine_tune(
-        args, lm_class, lambda lm: features(lm, tokenizer, inputs, targets,
-                                            args.max_seq_length, out_length),
-        len(train), f"GLUE {task.name}")
-
-    seen = {}  # the first split's inputs and outputs: the export's check
-
-    def predict(examples, split, task=task):
-        texts = [text(task, e.text_a, e.text_b) for e in examples]
-        outputs = generate_texts(model, tokenizer, texts, args.max_seq_length, out_length,
-                                 args.predict_batch_size)
-        labels = [label_of(task, o) for o in outputs]
-        seen.setdefault("texts", texts)
-        seen.setdefault("outputs", outputs)
-        with atomic_file(os.path.join(args.output_dir, f"{split}_outputs.jsonl")) as f:
-            for e, t, o in zip(examples, texts, outputs):
-                f.write(json.dumps({"index": e.index, "input": t, "output": o},
-                                   ensure_ascii=False) + "\n")
-        invalid = sum(label is None for label in labels)
-        if invalid:
-            logger.warning("%s: %d of %d outputs name no label (counted wrong, as T5's "
-                           "postprocessors do; see %s_outputs.jsonl)", split, invalid,
-                           len(labels), split)
-        return labels
-
-    results = {}
-    for split, examples in dev.items():
-        labels = predict(examples, split)
-        # an output naming no label is wrong: -1 (T5's stsb) / a class no label has
-        predictions = [(-1.0 if task.is_regression else "<none>") if p is None else p
-                       for p in labels]
-        metrics_ = compute_metrics(task, predictions, [e.label for e in examples])
-        suffix = "" if split in ("dev", "dev_matched") else "_mm"
-        results.update({f"{k}{suffix}": v for k, v in metrics_.items()})
-    if dev:
-        results = write_results(args.output_dir, results, split="eval",
-                                source=dev_source(args, task, dev), trained=trained)
-    for split, examples in test.items():  # "ax": MNLI's model on the diagnostic set
-        split_task = get_task("ax") if split == "ax" else task
-        labels = predict(examples, split, split_task)
-        fallback = 0.0 if task.is_regression else task.labels[0]
-        if any(p is None for p in labels):
-            logger.warning("%s: outputs that name no label are submitted as %r", split,
-                           fallback)
-        path = os.path.join(args.output_dir,
-                            split_task.submission["test" if split == "ax" else split])
-        write_submission(path, split_task, examples,
-                         [fallback if p is None else p for p in labels])
-        logger.info("wrote %s (%d rows)", path, len(examples))
-    save_and_export(args, model, tokenizer, out_length, seen.get("texts", ()),
-                    seen.get("outputs", ()))
-    return results
-
-
-# ------------------------------------------------------------------ SQuAD
-def run_squad(args, train_examples, dev_examples, dev_json) -> dict:
-    """SQuAD (v1.1, v2.0) as text to text with the --init_from family's format (T5:
-    "question: ... context: ..." -> the first answer's text; "" for no answer):
-    fine-tune (--do_train), generate the dev answers (--do_predict, at most
-    --max_answer_length tokens) and score them with the official script of the data's
-    version. Writes predictions.json, eval_results.json, OUTPUT_DIR/model and the
-    `generate` export (--export_dir)."""
-    from kbert.tasks.common import write_results
-    from kbert.tasks.squad.data import squad_source
-    from kbert.tasks.squad.evaluate import evaluate
-
-    model_dir = os.path.join(args.output_dir, "model")
-    source = args.init_from if args.do_train else model_dir
-    if not args.do_train and not os.path.isdir(model_dir):
-        raise SystemExit(f"--do_predict alone: {model_dir} holds no model (train first, "
-                         "with --do_train)")
-    family = registry.family_of_folder(source)
-    text, target = family.hook("squad_text"), family.hook("squad_target")
-    tokenizer = family.tokenizer_class.from_pretrained(source)
-    lm_class = family.language_model_class
-    out_length = args.max_answer_length + 1  # the answer's tokens and </s>
-    if args.do_train:
-        inputs = [text(e.question, e.context) for e in train_examples]
-        targets = [target(e.answers) for e in train_examples]
-        model, trained = fine_tune(args, lm_class,
-                                   lambda lm: features(lm, tokenizer, inputs, targets,
-                                                       args.max_seq_length, out_length),
-                                   len(train_examples), "SQuAD")
-        model.save_pretrained(model_dir, tokenizer=tokenizer)
-    else:
-        model, trained = lm_class.from_pretrained(model_dir), None
-    if not args.do_predict:
-        return {}
-    texts = [text(e.question, e.context) for e in dev_examples]
-    outputs = generate_texts(model, tokenizer, texts, args.max_seq_length, out_length,
-                             args.predict_batch_size)
-    answers = {e.qid: o.strip() for e, o in zip(dev_examples, outputs)}
-    write_json(os.path.join(args.output_dir, "predictions.json"), answers)
-    results = write_results(args.output_dir, evaluate(dev_json, answers), split="eval",
-                            source=squad_source(args), trained=trained)
-    if args.export_dir:
-        export(args, model, tokenizer, out_length, texts, outputs)
-    return results

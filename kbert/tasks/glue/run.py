@@ -211,7 +211,9 @@ def run(args) -> dict:
             from kbert.tasks.glue.data import read_tsv
 
             test = {**test, "ax": read_tsv(get_task("ax"), ax_file, "test")}
-        return text_to_text.run_glue(args, task, train, dev, test, write_submission)
+        from kbert.tasks.glue.text_to_text import run_glue
+
+        return run_glue(args, task, train, dev, test, write_submission)
     if not train:
         raise SystemExit(f"GLUE {task.name}: the training split is empty")
     logger.info("GLUE %s: %d training examples; %s", task.name, len(train),

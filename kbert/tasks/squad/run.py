@@ -117,7 +117,9 @@ def run(args) -> dict:
 
     if text_to_text.is_text_to_text(args.init_from if args.do_train
                                     else os.path.join(args.output_dir, "model"), "squad_text"):
-        return text_to_text.run_squad(args, train_examples, dev_examples, dev_json)
+        from kbert.tasks.squad.text_to_text import run_squad
+
+        return run_squad(args, train_examples, dev_examples, dev_json)
     feature_args = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
                         max_query_length=args.max_query_length)
     settings = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
