@@ -197,11 +197,11 @@ def _prompt_preparation(lm, tokenizer, max_new_tokens: int):
     the encoder's length (`max_input_length`, else the tokenizer's `seq_length`), and
     its decoder has `max_positions` for the start token(s) and the new ones."""
     limit = lm.max_positions
-    if hasattr(lm, "generation_start"):
+    if lm.is_encoder_decoder:
         if not 1 <= max_new_tokens <= limit - 2:
             raise ValueError(f"max_new_tokens={max_new_tokens}: must be between 1 and "
                              f"{limit - 2} (the decoder has {limit} positions)")
-        keep = int(getattr(lm, "max_input_length", None) or tokenizer.seq_length)
+        keep = int(lm.max_input_length or tokenizer.seq_length)
         return (lambda prompts: generation.prepare_encoder_inputs(tokenizer, prompts, keep),
                 keep, limit)
     if not 1 <= max_new_tokens < limit:

@@ -26,6 +26,7 @@ from keras import ops
 from kbert import hub
 from kbert.layers.masks import key_mask as padding_key_mask
 from kbert.models.base import Backbone, Pretrained, Quantizable
+from kbert.models.generative import GenerativeLM
 
 INPUTS = ("encoder_token_ids", "encoder_padding_mask", "decoder_token_ids",
           "decoder_padding_mask")
@@ -47,7 +48,7 @@ def decode_with_cache(blocks, x, cache, cache_index, cross_caches, encoder_paddi
     return x, tuple(new)
 
 
-class Seq2SeqLM(Backbone, Quantizable, keras.Model, Pretrained):
+class Seq2SeqLM(Backbone, GenerativeLM, Quantizable, keras.Model, Pretrained):
     """The shared part of `T5Seq2SeqLM` and `BartSeq2SeqLM` (see the module docstring)."""
 
     is_encoder_decoder = True
@@ -106,26 +107,6 @@ class Seq2SeqLM(Backbone, Quantizable, keras.Model, Pretrained):
             self.token_embedding(token_ids), cache["self"], index, cache["cross"],
             cache["encoder_mask"])
         return self._logits(x[:, -1]), dict(cache, self=self_cache)
-
-    def generate(self, texts, max_new_tokens: int = 32, sampler: str = "greedy",
-                 **options):
-        """Text to text: each input's output text (up to, without, `</s>`); a list for
-        a list. `options`: those of `GPTLanguageModel.generate` (temperature, top_k,
-        top_p, seed, num_beams, repetition_penalty, ..., num_return_sequences)."""
-        from kbert.models import generation
-
-        return generation.seq2seq_text(self, texts, max_new_tokens, sampler=sampler,
-                                       **options)
-
-    def generate_ids(self, token_ids, padding_mask, max_new_tokens: int = 32,
-                     sampler: str = "greedy", **options):
-        """The output ids [B * num_return_sequences, max_new_tokens] for encoder inputs
-        [B, P] (after a row's end token: the end token again; the decoder's prompt is
-        not among them)."""
-        from kbert.models import generation
-
-        return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
-                                       sampler=sampler, **options)
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype=None, load_tokenizer=True,

@@ -1,26 +1,14 @@
 """Text generation for any causal LM, with a preallocated key/value cache, compiled once
 and reused.
 
-A causal LM offers the generation protocol (GPT's `GPTLanguageModel` does):
-    end_token_id, max_positions, vocab_size   (ints; end_token_id may be None)
-    generation_cache(batch, length)           -> an empty key/value cache
-    generation_step(token_ids, positions, key_mask, cache, index)
-                                              -> (float32 logits [B, V] of the last
-                                                  position, the updated cache)
-    reorder_generation_cache(cache, rows)     (optional) -> the cache of rows `rows`
-                                                  [B'] of the batch; the default
-                                                  gathers every cache tensor on its
-                                                  first axis, read as batch-major
-                                                  ([B * anything, ...]).
-An encoder-decoder (T5, BART) fits the same loop with one more method:
-    generation_start(token_ids, padding_mask, capacity)
-                                              -> (logits [B, V] after the decoder's
-                                                  start, the cache, the decoder's
-                                                  prompt [B, P'] (its start token))
-runs the encoder once on the prompts (the encoder's input) and holds its projected
-keys and values (and its padding) in the cache beside the decoder's self-attention
-cache; `generation_step` then feeds the decoder, at decoder positions. The processors
-read the decoder's tokens (start token and continuation), as transformers' do for
+A model offers the generation protocol that `kbert.models.generative.GenerativeLM`
+declares (GPT's `GPTLanguageModel`, T5's and BART's `Seq2SeqLM` inherit it): its end
+token, vocabulary and positions, `generation_step`, and `generation_cache` (a causal
+LM) or `generation_start` (an encoder-decoder, `is_encoder_decoder`), which runs the
+encoder once on the prompts (the encoder's input) and holds its projected keys and
+values (and its padding) in the cache beside the decoder's self-attention cache;
+`generation_step` then feeds the decoder, at decoder positions. The processors read
+the decoder's tokens (start token and continuation), as transformers' do for
 encoder-decoders.
 
 Each step, in the order of `transformers`' `generate` (4.5x-5.x):
@@ -83,7 +71,7 @@ the package itself:
     processors.py     Processing (repetition penalty, no-repeat n-grams,
                       min_new_tokens, forced end), forced_end_of
     stopping.py       StopStrings (in-graph), cut_at_stop
-    state.py          left_pad, shape buckets, the prompts' pass, reorder_cache, Setting
+    state.py          left_pad, shape buckets, the prompts' pass, Setting
     decode_sample.py  the greedy/sampled loop (and streaming's step)
     decode_beam.py    the beam loop
     compiled.py       generate_function: a compiled loop per model and Setting
@@ -100,7 +88,7 @@ from kbert.models.generation.samplers import (
 from kbert.models.generation.processors import Processing, forced_end_of
 from kbert.models.generation.stopping import StopStrings, cut_at_stop
 from kbert.models.generation.state import (
-    left_pad, PROMPT_BUCKET, NEW_TOKENS_BUCKET, bucket, reorder_cache, Setting)
+    left_pad, PROMPT_BUCKET, NEW_TOKENS_BUCKET, bucket, Setting)
 from kbert.models.generation.compiled import (
     XLA_BY_DEFAULT, compiled_functions, generate_function)
 from kbert.models.generation.batching import (
@@ -116,7 +104,7 @@ __all__ = [
     "GreedySampler", "TopKSampler", "TopPSampler", "RowSampler", "BeamSearch",
     "get_sampler", "Processing", "forced_end_of", "StopStrings",
     "cut_at_stop", "left_pad", "PROMPT_BUCKET", "NEW_TOKENS_BUCKET", "bucket",
-    "reorder_cache", "Setting", "XLA_BY_DEFAULT", "compiled_functions",
+    "Setting", "XLA_BY_DEFAULT", "compiled_functions",
     "generate_function", "seed_pair", "row_seeds", "BATCH_BUCKET_CAP", "batch_bucket",
     "generate_sequences", "generate_ids", "prepare_prompts", "prepare_encoder_inputs",
     "until_end", "continuation_texts", "generate_text", "seq2seq_text", "stream_text"]

@@ -93,8 +93,8 @@ def generate_sequences(lm, token_ids, padding_mask, max_new_tokens, sampler="gre
         raise ValueError(f"max_new_tokens={max_new_tokens}: must be at least 1")
     limit = lm.max_positions
     lengths = tf.reduce_sum(mask, axis=1).numpy()
-    if getattr(lm, "is_encoder_decoder", False):  # the prompts are the encoder's input
-        inputs = getattr(lm, "max_input_length", None)
+    if lm.is_encoder_decoder:  # the prompts are the encoder's input
+        inputs = lm.max_input_length
         if rows and inputs is not None and lengths.max() > inputs:
             r = int(np.argmax(lengths))
             raise ValueError(f"input #{r} has {lengths[r]} tokens; the model's encoder "

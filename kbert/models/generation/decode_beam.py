@@ -7,7 +7,7 @@ from keras import ops
 
 from kbert.models.generation.processors import mark_present
 from kbert.models.generation.state import (
-    NEG_SCORE, isin, loop_shapes, reorder_cache, start_state)
+    NEG_SCORE, isin, loop_shapes, start_state)
 
 
 def _gather_beams(x, index):
@@ -110,7 +110,7 @@ def beam_loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity, co
         s["hits"] = hits
         # the cache, the seen tokens and the stop-string bytes follow their beams
         rows = tf.reshape(chosen_parent + tf.range(batch)[:, None] * k, [-1])
-        cache = reorder_cache(lm, s["cache"], rows)
+        cache = lm.reorder_generation_cache(s["cache"], rows)
         new_token = tf.reshape(_gather_beams(token, next_index), [-1])
         if "present" in s:
             s["present"] = mark_present(tf.gather(s["present"], rows), new_token)

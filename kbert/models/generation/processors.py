@@ -81,7 +81,7 @@ def forced_end_of(lm, forced_eos_token_id=-1):
     argument; None: none), or with -1 the model's own (`lm.forced_end_token_id`: BART's
     config says `forced_eos_token_id`, transformers' default for BART)."""
     if forced_eos_token_id == -1:
-        return getattr(lm, "forced_end_token_id", None)
+        return lm.forced_end_token_id
     if forced_eos_token_id is not None and not 0 <= int(forced_eos_token_id) < lm.vocab_size:
         raise ValueError(f"forced_eos_token_id={forced_eos_token_id} is outside the "
                          f"vocabulary (0..{lm.vocab_size - 1})")

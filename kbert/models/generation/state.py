@@ -54,22 +54,6 @@ def bucket(token_ids, padding_mask, max_new_tokens, buckets=True):
     return token_ids, padding_mask, round_up(max_new_tokens, NEW_TOKENS_BUCKET)
 
 
-def reorder_cache(lm, cache, rows):
-    """The cache of batch rows `rows` [B'] (beam search): the model's
-    `reorder_generation_cache`, else every tensor gathered on its first axis read as
-    [batch, ...] (GPT's [B * heads, S, D] caches are batch-major)."""
-    if hasattr(lm, "reorder_generation_cache"):
-        return lm.reorder_generation_cache(cache, rows)
-    batch = tf.shape(rows)[0]
-
-    def gather(x):
-        shape = tf.shape(x)
-        grouped = tf.reshape(x, tf.concat([[batch, -1], shape[1:]], 0))
-        return tf.reshape(tf.gather(grouped, rows), shape)
-
-    return tf.nest.map_structure(gather, cache)
-
-
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """Everything a compiled loop depends on (the key of `compiled_functions`)."""
@@ -99,7 +83,7 @@ def start_state(lm, setting, token_ids, padding_mask, capacity, rows_per_prompt=
     if not isinstance(rows_per_prompt, int) or rows_per_prompt > 1:  # a tensor: per call
         token_ids = tf.repeat(token_ids, rows_per_prompt, axis=0)
         padding_mask = tf.repeat(padding_mask, rows_per_prompt, axis=0)
-    if hasattr(lm, "generation_start"):  # an encoder-decoder: the prompts are its input
+    if lm.is_encoder_decoder:  # the prompts are the encoder's input
         logits, cache, token_ids = lm.generation_start(token_ids, padding_mask, capacity)
         padding_mask = tf.ones_like(token_ids)  # the decoder's own prompt (start token)
         rows, width = tf.shape(token_ids)[0], tf.shape(token_ids)[1]

@@ -61,7 +61,7 @@ def until_end(new, end_token_id, lengths=None):
 
 
 def tokenizer_of(lm, tokenizer):
-    tokenizer = tokenizer if tokenizer is not None else getattr(lm, "tokenizer", None)
+    tokenizer = tokenizer if tokenizer is not None else lm.tokenizer
     if tokenizer is None:
         raise ValueError("generate() needs a tokenizer: load the model with "
                          f"{type(lm).__name__}.from_pretrained on a folder with one, or "

@@ -15,6 +15,7 @@ from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
 from kbert.models.base import Backbone, Pretrained, Quantizable
+from kbert.models.generative import GenerativeLM
 from kbert.models.gpt.config import GPTConfig
 from kbert.models.interface import TransformerSizes
 
@@ -170,7 +171,7 @@ class GPTDecoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretraine
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class GPTLanguageModel(Backbone, Quantizable, keras.Model):
+class GPTLanguageModel(Backbone, GenerativeLM, Quantizable, keras.Model):
     """A GPTDecoder with its output layer tied to the token embeddings: `logits`
     float32 [batch_size, seq_length, vocab_size], the next token's scores at every
     position.
@@ -255,60 +256,6 @@ class GPTLanguageModel(Backbone, Quantizable, keras.Model):
         """The decoder's folder with the tokenizer's files (see
         `Pretrained.save_pretrained`; `format="huggingface"`: `GPT2LMHeadModel`'s)."""
         self.decoder.save_pretrained(path, tokenizer=self.tokenizer, format=format)
-
-    def generate(self, prompts, max_new_tokens: int = 32, sampler: str = "greedy",
-                 temperature: float = 1.0, top_k: int | None = None,
-                 top_p: float | None = None, seed=None, jit_compile: bool | None = None,
-                 **options):
-        """Continues each prompt: strings in, strings out (the prompt, then the
-        continuation, up to and without the end token or the first stop).
-
-        Args:
-            sampler: "greedy", "top_k", "top_p", "beam" (or a `generation.Sampler`).
-            seed: an int, one per prompt, or None (fresh randomness); a row's draws
-                depend only on its seed, its sequence index and the step.
-            jit_compile: None (XLA) or False (the plain graph: no compilation per
-                shape bucket).
-            options: num_beams, length_penalty, early_stopping (beam search);
-                repetition_penalty, no_repeat_ngram_size, min_new_tokens (any
-                sampler); stop (strings and/or token ids); num_return_sequences;
-                return_scores (dicts with token ids and log-probabilities instead of
-                strings). See `kbert.models.generation`; `generate_ids` works on token
-                ids, `stream` yields the text as it comes.
-        """
-        from kbert.models import generation
-
-        return generation.generate_text(self, prompts, max_new_tokens=max_new_tokens,
-                                        sampler=sampler, temperature=temperature,
-                                        top_k=top_k, top_p=top_p, seed=seed,
-                                        jit_compile=jit_compile, **options)
-
-    def stream(self, prompt: str, max_new_tokens: int = 32, sampler: str = "greedy",
-               **options):
-        """Yields one prompt's continuation in pieces as its tokens are decoded (whole
-        UTF-8 characters); the pieces join to `generate`'s continuation. Takes
-        `generate`'s settings except beam search, several sequences and scores."""
-        from kbert.models import generation
-
-        return generation.stream_text(self, prompt, max_new_tokens=max_new_tokens,
-                                      sampler=sampler, **options)
-
-    def generate_ids(self, token_ids, padding_mask, max_new_tokens: int = 32,
-                     sampler: str = "greedy", temperature: float = 1.0,
-                     top_k: int | None = None, top_p: float | None = None,
-                     seed=None, end_token_id: int | None = -1,
-                     jit_compile: bool | None = None, **options):
-        """Continues left- or right-padded prompts of token ids [B, P]; returns int32
-        [B * num_return_sequences, max_new_tokens], the new tokens (after a row's end
-        token: the end token again; `end_token_id=None` never stops). `options`: those
-        of `generate` but `return_scores` (`generation.generate_sequences` gives the
-        log-probabilities). See `kbert.models.generation`."""
-        from kbert.models import generation
-
-        return generation.generate_ids(self, token_ids, padding_mask, max_new_tokens,
-                                       sampler=sampler, temperature=temperature, top_k=top_k,
-                                       top_p=top_p, seed=seed, end_token_id=end_token_id,
-                                       jit_compile=jit_compile, **options)
 
 
 def _new_layers(config: GPTConfig, dtype):
