@@ -68,8 +68,9 @@ One concern a file (`kbert/models/generation/`); the names below are importable 
 the package itself:
     samplers.py       Sampler, GreedySampler, TopKSampler, TopPSampler, RowSampler,
                       BeamSearch (settings), get_sampler, uniform draws
-    processors.py     Processing (repetition penalty, no-repeat n-grams,
-                      min_new_tokens, forced end), forced_end_of
+    processors.py     RepetitionPenalty, NoRepeatNGram, MinNewTokens, ForcedEnd
+                      (each a class with __call__(scores, step)); Processing (which
+                      of them a compiled loop applies), forced_end_of
     stopping.py       StopStrings (in-graph), cut_at_stop
     state.py          left_pad, shape buckets, the prompts' pass, Setting
     decode_sample.py  the greedy/sampled loop (and streaming's step)
@@ -85,7 +86,9 @@ from __future__ import annotations
 from kbert.models.generation.samplers import (
     SAMPLERS, EARLY_STOPPING, check_settings, uniform, Sampler, GreedySampler,
     TopKSampler, TopPSampler, RowSampler, BeamSearch, get_sampler)
-from kbert.models.generation.processors import Processing, forced_end_of
+from kbert.models.generation.processors import (
+    ForcedEnd, MinNewTokens, NoRepeatNGram, Processing, RepetitionPenalty, Step,
+    forced_end_of)
 from kbert.models.generation.stopping import StopStrings, cut_at_stop
 from kbert.models.generation.state import (
     left_pad, PROMPT_BUCKET, NEW_TOKENS_BUCKET, bucket, Setting)
@@ -102,9 +105,10 @@ from kbert.models.generation.streaming import stream_text
 __all__ = [
     "SAMPLERS", "EARLY_STOPPING", "check_settings", "uniform", "Sampler",
     "GreedySampler", "TopKSampler", "TopPSampler", "RowSampler", "BeamSearch",
-    "get_sampler", "Processing", "forced_end_of", "StopStrings",
-    "cut_at_stop", "left_pad", "PROMPT_BUCKET", "NEW_TOKENS_BUCKET", "bucket",
-    "Setting", "XLA_BY_DEFAULT", "compiled_functions",
-    "generate_function", "seed_pair", "row_seeds", "BATCH_BUCKET_CAP", "batch_bucket",
-    "generate_sequences", "generate_ids", "prepare_prompts", "prepare_encoder_inputs",
-    "until_end", "continuation_texts", "generate_text", "seq2seq_text", "stream_text"]
+    "get_sampler", "Processing", "RepetitionPenalty", "NoRepeatNGram", "MinNewTokens",
+    "ForcedEnd", "Step", "forced_end_of", "StopStrings", "cut_at_stop", "left_pad",
+    "PROMPT_BUCKET", "NEW_TOKENS_BUCKET", "bucket", "Setting", "XLA_BY_DEFAULT",
+    "compiled_functions", "generate_function", "seed_pair", "row_seeds",
+    "BATCH_BUCKET_CAP", "batch_bucket", "generate_sequences", "generate_ids",
+    "prepare_prompts", "prepare_encoder_inputs", "until_end", "continuation_texts",
+    "generate_text", "seq2seq_text", "stream_text"]

@@ -40,40 +40,103 @@ class Processing:
     def needs_sequence(self) -> bool:
         return self.no_repeat_ngram_size > 0
 
+    def processors(self) -> list:
+        """The processors this setting applies, in transformers' order."""
+        out = []
+        if self.repetition_penalty:
+            out.append(RepetitionPenalty())
+        if self.no_repeat_ngram_size:
+            out.append(NoRepeatNGram(self.no_repeat_ngram_size, self.ngram_per_row))
+        if self.min_new_tokens:
+            out.append(MinNewTokens())
+        if self.forced_end is not None:
+            out.append(ForcedEnd(self.forced_end))
+        return out
+
     def apply(self, scores, t, state, penalty, min_new, ends, ngram=None, last=None):
         """scores [R, V] at step t -> the processed scores. `state` holds `seq` [R, W]
         (the tokens so far, prompt included, `length` = prompt width + t of them) and
         `present` [R, V] (tokens seen); `penalty` [R] float32, `min_new` [R] int32,
         `ngram` [R] int32 (the sizes, with `ngram_per_row`); `ends` the end and stop
-        token ids; `last` [R] bool: the row's last step (where `forced_end` is the only
-        token left: score 0, every other -inf, as transformers'
-        ForcedEOSTokenLogitsProcessor)."""
-        if self.repetition_penalty:
-            p = penalty[:, None]
-            penalized = tf.where(scores < 0, scores * p, scores / p)
-            scores = tf.where(state["present"] > 0, penalized, scores)
-        if self.no_repeat_ngram_size and not self.ngram_per_row:
-            scores = _ban_repeated_ngrams(scores, state["seq"], state["width"] + t,
-                                          self.no_repeat_ngram_size)
-        elif self.no_repeat_ngram_size:  # each row its size: one pass per size
-            for n in range(1, self.no_repeat_ngram_size + 1):
-                banned = _ban_repeated_ngrams(scores, state["seq"], state["width"] + t, n)
-                scores = tf.where(tf.equal(ngram, n)[:, None], banned, scores)
-        if self.min_new_tokens and ends:
-            vocab = tf.shape(scores)[1]
-            is_end = tf.reduce_any(tf.equal(tf.range(vocab)[None, :],
-                                            tf.constant(list(ends), tf.int32)[:, None]),
-                                   axis=0)
-            early = (t < min_new)[:, None]
-            scores = tf.where(tf.logical_and(early, is_end[None, :]),
-                              tf.constant(-np.inf, scores.dtype), scores)
-        if self.forced_end is not None and last is not None:
-            vocab = tf.shape(scores)[1]
-            forced = tf.where(tf.equal(tf.range(vocab), self.forced_end)[None, :],
-                              tf.constant(0, scores.dtype),
-                              tf.constant(-np.inf, scores.dtype))
-            scores = tf.where(last[:, None], forced, scores)
+        token ids; `last` [R] bool: the row's last step."""
+        step = Step(t, state, penalty, min_new, tuple(ends), ngram, last)
+        for processor in self.processors():
+            scores = processor(scores, step)
         return scores
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """What a processor reads besides the scores: the step `t`, the loop's `state`
+    (`seq`, `width`, `present`), each row's `penalty`, `min_new` and `ngram` size, the
+    end and stop ids `ends`, and `last` [R] bool (the row's last step)."""
+    t: object
+    state: dict
+    penalty: object
+    min_new: object
+    ends: tuple
+    ngram: object = None
+    last: object = None
+
+
+class RepetitionPenalty:
+    """CTRL's penalty (transformers' RepetitionPenaltyLogitsProcessor): the score of a
+    token already seen is divided by the row's penalty if positive, multiplied if
+    negative."""
+
+    def __call__(self, scores, step):
+        p = step.penalty[:, None]
+        penalized = tf.where(scores < 0, scores * p, scores / p)
+        return tf.where(step.state["present"] > 0, penalized, scores)
+
+
+@dataclasses.dataclass(frozen=True)
+class NoRepeatNGram:
+    """A token that would repeat an n-gram of the sequence gets -inf (transformers'
+    NoRepeatNGramLogitsProcessor); `per_row`: each row its size (up to `size`), one
+    pass per size."""
+    size: int
+    per_row: bool = False
+
+    def __call__(self, scores, step):
+        length = step.state["width"] + step.t
+        if not self.per_row:
+            return _ban_repeated_ngrams(scores, step.state["seq"], length, self.size)
+        for n in range(1, self.size + 1):
+            banned = _ban_repeated_ngrams(scores, step.state["seq"], length, n)
+            scores = tf.where(tf.equal(step.ngram, n)[:, None], banned, scores)
+        return scores
+
+
+class MinNewTokens:
+    """The end and stop tokens get -inf before a row's `min_new` new tokens
+    (transformers' MinNewTokensLengthLogitsProcessor)."""
+
+    def __call__(self, scores, step):
+        if not step.ends:
+            return scores
+        vocab = tf.shape(scores)[1]
+        is_end = tf.reduce_any(tf.equal(tf.range(vocab)[None, :],
+                                        tf.constant(list(step.ends), tf.int32)[:, None]),
+                               axis=0)
+        early = (step.t < step.min_new)[:, None]
+        return tf.where(tf.logical_and(early, is_end[None, :]),
+                        tf.constant(-np.inf, scores.dtype), scores)
+
+
+@dataclasses.dataclass(frozen=True)
+class ForcedEnd:
+    """At a row's last step `token` is the only one left: score 0, every other -inf
+    (transformers' ForcedEOSTokenLogitsProcessor)."""
+    token: int
+
+    def __call__(self, scores, step):
+        if step.last is None:
+            return scores
+        vocab = tf.shape(scores)[1]
+        forced = tf.where(tf.equal(tf.range(vocab), self.token)[None, :],
+                          tf.constant(0, scores.dtype), tf.constant(-np.inf, scores.dtype))
+        return tf.where(step.last[:, None], forced, scores)
 
 
 def forced_end_of(lm, forced_eos_token_id=-1):
