@@ -8,20 +8,13 @@ __version__ = "0.1.0"
 
 from kbert._lazy import lazy_package  # noqa: E402
 
+from kbert.models.registry import public_names  # noqa: E402 (reads files, imports none)
+
+# Each family's public names (its package's `__all__`), and the package-wide helpers.
 _EXPORTS = {
-    "BertConfig": "kbert.models.bert", "BertEncoder": "kbert.models.bert",
-    "BertPretrainer": "kbert.models.bert", "ELMo": "kbert.models.elmo",
-    "ELMoConfig": "kbert.models.elmo", "GPTConfig": "kbert.models.gpt",
-    "GPTDecoder": "kbert.models.gpt", "GPTLanguageModel": "kbert.models.gpt",
-    "BertTokenizer": "kbert.tokenizers", "GPTTokenizer": "kbert.tokenizers",
-    "build_vocab": "kbert.tokenizers", "ELMoCharTokenizer": "kbert.tokenizers.elmo",
-    "RobertaConfig": "kbert.models.roberta", "RobertaEncoder": "kbert.models.roberta",
-    "RobertaMaskedLM": "kbert.models.roberta", "RobertaTokenizer": "kbert.tokenizers.roberta",
-    "presets": "kbert.hub", "enable_lora": "kbert.models.lora",
-    "merge_lora": "kbert.models.lora", "save_lora": "kbert.models.lora",
-    "load_lora": "kbert.models.lora", "T5Config": "kbert.models.t5",
-    "T5Seq2SeqLM": "kbert.models.t5", "T5Tokenizer": "kbert.tokenizers.t5",
-    "BartConfig": "kbert.models.bart", "BartSeq2SeqLM": "kbert.models.bart",
-    "BartTokenizer": "kbert.tokenizers.bart",
+    **public_names(),
+    "build_vocab": "kbert.tokenizers", "presets": "kbert.hub",
+    "enable_lora": "kbert.models.lora", "merge_lora": "kbert.models.lora",
+    "save_lora": "kbert.models.lora", "load_lora": "kbert.models.lora",
 }
 lazy_package(__name__, _EXPORTS)

@@ -16,7 +16,7 @@ import kbert
 from glue_fixtures import COLORS, synthetic_similarity, write_task
 from kbert.models.elmo.lm import ELMoLanguageModel, WordVocabulary, bilm_dataset
 from kbert.tasks.glue import __main__ as cli
-from kbert.models.elmo.tasks import MaskedPooling, PairFeatures, encode_texts
+from kbert.models.elmo.hooks import MaskedPooling, PairFeatures, encode_texts
 from kbert.tasks.glue.tasks import get_task
 
 

@@ -13,7 +13,7 @@ import pytest
 import kbert
 from kbert.models.elmo.lm import ELMoLanguageModel, WordVocabulary, bilm_dataset
 from kbert.tasks.ner import __main__ as cli
-from kbert.models.elmo.tasks import word_windows
+from kbert.models.elmo.hooks import word_windows
 from ner_fixtures import make_sentences, write_conll
 
 

@@ -100,3 +100,43 @@ def test_standin_family_through_glue_command_and_exports(family, tmp_path):
     np.testing.assert_allclose(served["pooled_output"].numpy(),
                                want["pooled_output"].numpy(), atol=1e-5)
     assert served["padding_mask"].numpy().sum(1).tolist() == [17, 10, 21, 0]
+
+
+def test_a_family_is_one_folder():
+    """#52: the families kbert ships are the packages under kbert/models with a hooks
+    module, found without importing them; each package's `__all__` is what `kbert.NAME`
+    serves (from the module that defines the name); each hooks module declares the
+    hooks it defines (`HOOKS`, among the ones kbert calls), each a function, a module
+    (`create_data`) or a pretraining recipe;
+    and a hook name kbert does not call is an error, not a silent None."""
+    import importlib
+    import types
+
+    from kbert.models.pretraining import PretrainRecipe
+
+    models = os.path.join(os.path.dirname(registry.__file__))
+    folders = sorted(name for name in os.listdir(models)
+                     if os.path.isfile(os.path.join(models, name, "hooks.py")))
+    assert folders == ["bart", "bert", "elmo", "gpt", "roberta", "t5"]
+    assert registry.BUILTIN == tuple(f"kbert.models.{name}" for name in folders)
+    assert {f.name for f in registry.all_families()} >= set(folders)
+    names = registry.public_names()
+    for package in registry.BUILTIN:
+        module = importlib.import_module(package)
+        for name in module.__all__:
+            assert getattr(kbert, name) is getattr(module, name), name
+            assert names[name] != package  # the defining module, not the package
+    assert kbert.BertTokenizer.__module__ == "kbert.tokenizers.bert"
+    for family in registry.all_families():
+        if family.name not in folders:
+            continue
+        assert family.hooks == f"kbert.models.{family.name}.hooks"
+        hooks = importlib.import_module(family.hooks)
+        assert set(hooks.HOOKS) <= set(registry.HOOK_NAMES), family.name
+        for name in hooks.HOOKS:
+            value = family.hook(name)
+            assert (callable(value) or isinstance(value, (types.ModuleType, PretrainRecipe))
+                    ), (family.name, name)
+    assert registry.get_family("roberta").hook("glue_text") is None  # not its hook
+    with pytest.raises(ValueError, match="hook 'glue_txt': not a hook kbert calls"):
+        registry.get_family("t5").hook("glue_txt")

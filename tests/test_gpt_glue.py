@@ -15,7 +15,7 @@ import kbert
 from glue_fixtures import COLORS, synthetic_paraphrase
 from gpt_fixtures import gpt1_word_tokenizer, word_tokenizer
 from kbert.tasks.glue import __main__ as cli
-from kbert.models.gpt.tasks import AuxiliaryLMLoss, build_gpt_classifier
+from kbert.models.gpt.hooks import AuxiliaryLMLoss, build_gpt_classifier
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_auxiliary_lm_loss_is_half_the_lm_loss_in_training_only(tokenizer):
 
 
 def test_a_loaded_classifier_trains_with_its_auxiliary_loss_once_linked(tokenizer, tmp_path):
-    from kbert.models.gpt.tasks import link_auxiliary_losses
+    from kbert.models.gpt.hooks import link_auxiliary_losses
 
     decoder, model, x = _tiny_classifier(tokenizer)
     model(x, training=True)
@@ -88,7 +88,7 @@ def test_a_loaded_classifier_trains_with_its_auxiliary_loss_once_linked(tokenize
     loaded = keras.saving.load_model(tmp_path / "model.keras", compile=False)
     loaded(x, training=False)  # inference needs no link
     with pytest.raises(ValueError, match="auxiliary_lm_loss: not linked to the decoder's "
-                       "token embedding .* call kbert.models.gpt.tasks.link_auxiliary_losses"):
+                       "token embedding .* call kbert.models.gpt.hooks.link_auxiliary_losses"):
         loaded(x, training=True)  # training would silently lose the loss
     link_auxiliary_losses(loaded)
     loaded(x, training=True)

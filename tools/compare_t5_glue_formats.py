@@ -1,4 +1,4 @@
-"""Compares kbert's T5 GLUE formats (`kbert.models.t5.tasks`: `glue_text`,
+"""Compares kbert's T5 GLUE formats (`kbert.models.t5.hooks`: `glue_text`,
 `glue_target`) with T5's own, run: `t5.data.glue_utils.get_glue_text_preprocessor` on
 each TFDS GLUE builder config (tensorflow-datasets' own `text_features` and
 `label_classes`), T5's `glue` and `stsb` preprocessors.

@@ -10,12 +10,20 @@ from kbert import hub, internals
 
 
 class Pretrained:
-    """Folder loading and saving through the family's checkpoint module (`checkpoints`,
-    a module path), which offers `load(cls, path, dtype=None, **config_overrides)` and
+    """Folder loading and saving through the family's checkpoint module (the
+    `checkpoints` module of the model class's package, or the module path `checkpoints`
+    names), which offers `load(cls, path, dtype=None, **config_overrides)` and
     `save(model, path, tokenizer=None)` on `kbert.convert.folders`: the formats it
     reads are the family's (see its checkpoint module and docs)."""
 
     checkpoints: ClassVar[str] = ""
+
+    @classmethod
+    def checkpoint_module(cls):
+        """The family's checkpoint module: `checkpoints`, else the `checkpoints` module
+        beside the class's own (kbert/models/NAME/checkpoints.py)."""
+        return importlib.import_module(
+            cls.checkpoints or f"{cls.__module__.rsplit('.', 1)[0]}.checkpoints")
 
     @classmethod
     def from_pretrained(cls, path: str | os.PathLike, dtype=None, quantize: str | None = None,
@@ -44,8 +52,7 @@ class Pretrained:
                     raise ValueError(f"{path}: a quantized folder; it loads quantized as "
                                      "saved, without quantize=")
                 return load_quantized(cls, path, dtype, config_overrides)
-            module = importlib.import_module(cls.checkpoints)
-            model = module.load(cls, path, dtype=dtype, **config_overrides)
+            model = cls.checkpoint_module().load(cls, path, dtype=dtype, **config_overrides)
         if quantize is not None:
             mode = model.quantization_mode_of_layers()
             if mode != quantize:
@@ -72,7 +79,7 @@ class Pretrained:
                                  "Face layout holds float weights only (save before "
                                  "quantizing)")
             return save_quantized(self, path, mode, tokenizer)
-        module = importlib.import_module(self.checkpoints)
+        module = self.checkpoint_module()
         (module.save_hf if format == "huggingface" else module.save)(
             self, path, tokenizer=tokenizer)
 

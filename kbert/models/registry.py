@@ -5,16 +5,18 @@
     encoder = family.encoder_class.from_pretrained(path)
     tokenizer = family.tokenizer_class.from_pretrained(path)
 
-A new family registers itself once (`register_family`) in its package's
-`__init__`; the task commands and `python -m kbert.export` then find it by name
+A family is one package under `kbert/models/` with a hooks module (`hooks.py`): its
+`__init__` registers it (`register_family`) and lists its public names (`__all__`,
+which `kbert.NAME` serves); the registry finds the package on disk (`BUILTIN`, nothing
+imported) and its hooks module by its place. The task commands and
+`python -m kbert.export` then find it by name
 (`--model NAME`), from a saved folder (`family_of_folder`) or from a model or tokenizer
 (`family_of`), and ask it, never a family name, what to do:
 - `family.hook(name)`: the family's own step for a task, from its hooks module
   (`Family.hooks`, imported on first use), or None where the generic step applies.
-  Hooks a family may define: `scratch_tokenizer`, `scratch_encoder` (training from
-  scratch), `glue_tokenizer`, `glue_model`, `glue_encode`, `glue_examples`,
-  `ner_features`, `after_load` (a task folder's model, loaded). Importing the hooks
-  module also registers the family's task layers for Keras' deserialization.
+  The hooks a family may define are `HOOK_NAMES`; a hooks module declares the ones it
+  defines in its `HOOKS` tuple. Importing the hooks module also registers the family's
+  task layers for Keras' deserialization.
 - `family.language_model_class`, `family.masked_lm_class`: the causal LM and the
   encoder with its masked-LM head, where the family has them.
 - `family.feature_based`: the encoder is used frozen (ELMo), never fine-tuned.
@@ -44,7 +46,8 @@ class Family:
         description: one line for the command lines' `--model` help.
         language_model_class: the causal LM class (`from_pretrained`), or None.
         masked_lm_class: the encoder with its masked-LM head (`from_pretrained`), or None.
-        hooks: the module of the family's task hooks (see the module docstring).
+        hooks: the module of the family's task hooks (see the module docstring); by
+            default the `hooks` module beside `config_class`'s, where there is one.
         folder_hint: where a folder of this family comes from, for the error a command
             gives when the family has no `scratch_encoder` hook and no folder was given.
         feature_based: the encoder is used frozen (its tasks train a head on features).
@@ -65,11 +68,14 @@ class Family:
 
     def hook(self, name: str):
         """The family's hook `name` (a function), or None where it has none."""
+        if name not in HOOK_NAMES:
+            raise ValueError(f"hook {name!r}: not a hook kbert calls ({', '.join(HOOK_NAMES)})")
         if self.hooks is None:
             return None
         import importlib
 
-        return getattr(importlib.import_module(self.hooks), name, None)
+        module = importlib.import_module(self.hooks)
+        return getattr(module, name) if name in getattr(module, "HOOKS", ()) else None
 
     def import_hooks(self) -> None:
         """Imports the hooks module (registering the family's task layers with Keras)."""
@@ -92,14 +98,65 @@ def recognizes_model_type(*model_types: str) -> Callable[[str], bool]:
     return recognizes
 
 
+# The hooks kbert calls (`Family.hook`), and what for.
+HOOK_NAMES = {
+    "scratch_tokenizer": "the tokenizer learned from the training text (no --init_from)",
+    "scratch_encoder": "a new encoder of --preset's size (no --init_from)",
+    "glue_tokenizer": "the GLUE tokenizer (GPT's task tokens)",
+    "glue_model": "the GLUE model (GPT's head and auxiliary LM loss; ELMo's biLSTM)",
+    "glue_encode": "GLUE's inputs (ELMo's words)",
+    "glue_examples": "GLUE's tf.data examples (ELMo's character ids)",
+    "glue_text": "a GLUE example as input text (text to text)",
+    "glue_target": "a GLUE label as target text (text to text)",
+    "glue_label": "an output text read back as a GLUE label (text to text)",
+    "squad_text": "a SQuAD question and context as input text (text to text)",
+    "squad_target": "a SQuAD answer as target text (text to text)",
+    "ner_features": "NER's inputs (ELMo's character ids)",
+    "after_load": "a task folder's model after loading (GPT's auxiliary loss linked)",
+    "pretrain": "the pretraining recipe (`kbert.models.pretraining.PretrainRecipe`)",
+    "create_data": "`pretrain create_data` (Google's create_pretraining_data.py)",
+}
+
 _FAMILIES: dict[str, Family] = {}
 # The family a task command trains from scratch when neither --model nor --init_from
 # names one.
 DEFAULT_FAMILY = "bert"
+_MODELS_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def builtin_packages() -> tuple[str, ...]:
+    """The families kbert ships: the packages under kbert/models with a hooks module,
+    found on disk (nothing imported)."""
+    return tuple(f"kbert.models.{name}" for name in sorted(os.listdir(_MODELS_DIR))
+                 if os.path.isfile(os.path.join(_MODELS_DIR, name, "__init__.py"))
+                 and os.path.isfile(os.path.join(_MODELS_DIR, name, "hooks.py")))
+
+
 # The families kbert ships; each registers itself when its package is imported, which
-# the look-ups below make sure of (`import kbert` no longer imports them up front).
-BUILTIN = ("kbert.models.bert", "kbert.models.gpt", "kbert.models.elmo",
-           "kbert.models.roberta", "kbert.models.t5", "kbert.models.bart")
+# the look-ups below make sure of (`import kbert` imports none of them).
+BUILTIN = builtin_packages()
+
+
+def public_names() -> dict[str, str]:
+    """Each built-in family's public names (its package's `__all__`) -> the module that
+    defines each (where the package imports it from), read from the packages' source
+    without importing them: the top-level `kbert.NAME`s."""
+    import ast
+
+    out = {}
+    for package in BUILTIN:
+        path = os.path.join(_MODELS_DIR, package.rsplit(".", 1)[1], "__init__.py")
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        source, names = {}, []
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                source.update({a.asname or a.name: node.module for a in node.names})
+            elif isinstance(node, ast.Assign) and any(
+                    isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+                names = [ast.literal_eval(e) for e in node.value.elts]
+        out.update({name: source.get(name, package) for name in names})
+    return out
 
 
 def _load_builtin() -> None:
@@ -110,6 +167,16 @@ def _load_builtin() -> None:
 
 
 def register_family(family: Family, replace: bool = False) -> Family:
+    if family.hooks is None:  # the hooks module beside the config's, where there is one
+        import importlib.util
+
+        package = family.config_class.__module__.rsplit(".", 1)[0]
+        try:
+            found = importlib.util.find_spec(f"{package}.hooks") is not None
+        except (ImportError, ValueError):  # a config defined outside a package
+            found = False
+        if found:
+            family = dataclasses.replace(family, hooks=f"{package}.hooks")
     if family.name in _FAMILIES and not replace:
         raise ValueError(f"model family {family.name!r} is registered already")
     _FAMILIES[family.name] = family

@@ -18,7 +18,6 @@ A subclass is a functional Keras model over the four inputs (`INPUTS`) with
 from __future__ import annotations
 
 import os
-from typing import ClassVar
 
 import keras
 from keras import ops
@@ -52,7 +51,6 @@ class Seq2SeqLM(Backbone, GenerativeLM, Quantizable, keras.Model, Pretrained):
     """The shared part of `T5Seq2SeqLM` and `BartSeq2SeqLM` (see the module docstring)."""
 
     is_encoder_decoder = True
-    tokenizer_class: ClassVar[str] = ""  # "module:Class", imported when loading
 
     @staticmethod
     def model_inputs() -> dict:
@@ -113,14 +111,13 @@ class Seq2SeqLM(Backbone, GenerativeLM, Quantizable, keras.Model, Pretrained):
                         quantize: str | None = None, **config_overrides):
         """The model of a folder (`Pretrained.from_pretrained`), with its tokenizer
         (`self.tokenizer`) where the folder has the tokenizer's files."""
-        import importlib
+        from kbert.models import registry
 
         path = hub.resolve(path)
         model = super().from_pretrained(path, dtype=dtype, quantize=quantize,
                                         **config_overrides)
-        if load_tokenizer:
-            module, name = cls.tokenizer_class.split(":")
-            tokenizer_class = getattr(importlib.import_module(module), name)
+        if load_tokenizer:  # the family's tokenizer, as the registry has it
+            tokenizer_class = registry.get_family(model.config.family).tokenizer_class
             if tokenizer_class.folder_has_files(path):
                 model.tokenizer = tokenizer_class.from_pretrained(path)
         return model

@@ -4,7 +4,7 @@ on the target's tokens, `</s>` included), predictions by greedy decoding, read b
 into labels, numbers or answers and scored with the task's own metrics.
 
 The family says how a task becomes text (its hooks: `glue_text`, `glue_target`,
-`glue_label` for GLUE; T5's are T5's formats, `kbert.models.t5.tasks`); this module
+`glue_label` for GLUE; T5's are T5's formats, `kbert.models.t5.hooks`); this module
 is the family-free and task-free part: encoding with cuts counted, the data, the
 fine-tuning run, decoding, the export. Each task's runner is in its own folder
 (`kbert.tasks.glue.text_to_text`, `kbert.tasks.squad.text_to_text`).

@@ -10,8 +10,8 @@ from kbert.tokenizers.bart import BartTokenizer
 
 register_family(Family(
     "bart", BartConfig, BartSeq2SeqLM, BartTokenizer, recognizes=recognizes_model_type("bart"),
-    language_model_class=BartSeq2SeqLM, hooks="kbert.models.bart.tasks",
+    language_model_class=BartSeq2SeqLM,
     description="bart is an encoder-decoder (denoising)",
     folder_hint="Hugging Face's facebook/bart-base, facebook/bart-large(-cnn, -xsum)"))
 
-__all__ = ["BartConfig", "BartSeq2SeqLM", "BartStack"]
+__all__ = ["BartConfig", "BartSeq2SeqLM", "BartStack", "BartTokenizer"]

@@ -132,8 +132,6 @@ class BartSeq2SeqLM(Seq2SeqLM):
     `kbert.models.seq2seq.Seq2SeqLM`'s."""
 
     family = "bart"
-    checkpoints = "kbert.models.bart.checkpoints"
-    tokenizer_class = "kbert.tokenizers.bart:BartTokenizer"
 
     def __init__(self, config: BartConfig | dict, dtype=None, **kwargs):
         if isinstance(config, dict):

@@ -24,9 +24,10 @@ def _recognizes(folder: str) -> bool:
 
 register_family(Family(
     "bert", BertConfig, BertEncoder, BertTokenizer, recognizes=_recognizes,
-    aliases=("BertEncoder",), masked_lm_class=BertPretrainer, hooks="kbert.models.bert.tasks",
+    aliases=("BertEncoder",), masked_lm_class=BertPretrainer,
     description="bert fine-tunes a BERT folder (Google, Hugging Face, kbert) or trains "
                 "one from scratch",
     folder_hint="Google's BERT release or a Hugging Face bert folder"))
 
-__all__ = ["BertConfig", "BertEncoder", "BertPretrainer", "init_sinusoidal_positions"]
+__all__ = ["BertConfig", "BertEncoder", "BertPretrainer", "init_sinusoidal_positions",
+           "BertTokenizer"]

@@ -86,7 +86,6 @@ class BertEncoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretrain
     # from_pretrained: a kbert folder, a Hugging Face folder (config.json +
     # model.safetensors or pytorch_model.bin) or a Google folder (bert_config.json +
     # bert_model.ckpt.*); save_pretrained: a kbert folder (Google's variable names).
-    checkpoints = "kbert.models.bert.checkpoints"
 
     def sentence_encoder(self) -> "BertEncoder":
         """`with_output_range(1)`: a sentence head reads only the pooled [CLS] vector."""

@@ -20,11 +20,10 @@ def _recognizes(folder: str) -> bool:
 
 
 register_family(Family(
-    "elmo", ELMoConfig, ELMo, ELMoCharTokenizer, recognizes=_recognizes,
-    hooks="kbert.models.elmo.tasks", feature_based=True,
+    "elmo", ELMoConfig, ELMo, ELMoCharTokenizer, recognizes=_recognizes, feature_based=True,
     description="elmo trains a head on a frozen biLM (feature-based, as the ELMo paper) "
                 "and needs --init_from an ELMo folder",
     folder_hint="a bilm-tf / AllenNLP ELMo folder, or one that "
                 "ELMoLanguageModel.save_pretrained wrote"))
 
-__all__ = ["ELMo", "ELMoConfig"]
+__all__ = ["ELMo", "ELMoConfig", "ELMoCharTokenizer"]

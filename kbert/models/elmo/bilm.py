@@ -456,4 +456,3 @@ class ELMo(Quantizable, keras.Model, EncoderModel, Pretrained):
     # `options.json` and its weight `.hdf5` (the only `.hdf5`, or `weights.hdf5`);
     # save_pretrained: bilm-tf's layout, `options.json` and `weights.hdf5` (through
     # kbert.models.base.Pretrained).
-    checkpoints = "kbert.models.elmo.checkpoints"

@@ -23,8 +23,8 @@ def _recognizes(folder: str) -> bool:
 
 register_family(Family(
     "gpt", GPTConfig, GPTDecoder, GPTTokenizer, recognizes=_recognizes,
-    language_model_class=GPTLanguageModel, hooks="kbert.models.gpt.tasks",
+    language_model_class=GPTLanguageModel,
     description="gpt fine-tunes as the GPT paper and needs --init_from a GPT folder",
     folder_hint="Hugging Face's gpt2 or openai-gpt, or OpenAI's GPT-2 release"))
 
-__all__ = ["GPTConfig", "GPTDecoder", "GPTLanguageModel"]
+__all__ = ["GPTConfig", "GPTDecoder", "GPTLanguageModel", "GPTTokenizer"]

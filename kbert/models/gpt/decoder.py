@@ -80,7 +80,6 @@ class GPTDecoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretraine
     # from_pretrained: a kbert GPT folder, a Hugging Face `gpt2` or `openai-gpt` folder,
     # or an OpenAI GPT-2 TF checkpoint folder (`hparams.json`, `model.ckpt.*`);
     # save_pretrained: a kbert folder in Hugging Face's GPT-2 tensor layout.
-    checkpoints = "kbert.models.gpt.checkpoints"
 
     def features(self, inputs, training=None) -> dict:
         """Adds `pooled_output`: the state at each row's last real token (the GPT

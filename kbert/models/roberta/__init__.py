@@ -9,8 +9,8 @@ from kbert.tokenizers.roberta import RobertaTokenizer
 
 register_family(Family(
     "roberta", RobertaConfig, RobertaEncoder, RobertaTokenizer, recognizes=recognizes_model_type("roberta"),
-    masked_lm_class=RobertaMaskedLM, hooks="kbert.models.roberta.tasks",
+    masked_lm_class=RobertaMaskedLM,
     description="roberta fine-tunes a Hugging Face RoBERTa folder",
     folder_hint="Hugging Face's roberta-base"))
 
-__all__ = ["RobertaConfig", "RobertaEncoder", "RobertaMaskedLM"]
+__all__ = ["RobertaConfig", "RobertaEncoder", "RobertaMaskedLM", "RobertaTokenizer"]

@@ -98,7 +98,6 @@ class RobertaEncoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretr
     # from_pretrained: a Hugging Face `RobertaModel` / `RobertaForMaskedLM` folder (a
     # folder without pooler weights, masked-LM, gives an encoder without a pooler) or a
     # kbert folder; save_pretrained: a kbert folder with Hugging Face's tensor names.
-    checkpoints = "kbert.models.roberta.checkpoints"
 
     def __init__(self, config: RobertaConfig | dict, dtype=None, **kwargs):
         if isinstance(config, dict):

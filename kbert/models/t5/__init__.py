@@ -10,8 +10,8 @@ from kbert.tokenizers.t5 import T5Tokenizer
 
 register_family(Family(
     "t5", T5Config, T5Seq2SeqLM, T5Tokenizer, recognizes=recognizes_model_type("t5"),
-    language_model_class=T5Seq2SeqLM, hooks="kbert.models.t5.tasks",
+    language_model_class=T5Seq2SeqLM,
     description="t5 is an encoder-decoder (text to text)",
     folder_hint="Hugging Face's t5-small ... t5-11b, google/t5-v1_1-*, google/flan-t5-*"))
 
-__all__ = ["T5Config", "T5Seq2SeqLM", "T5Stack"]
+__all__ = ["T5Config", "T5Seq2SeqLM", "T5Stack", "T5Tokenizer"]

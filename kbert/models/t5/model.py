@@ -104,8 +104,6 @@ class T5Seq2SeqLM(Seq2SeqLM):
     """
 
     family = "t5"
-    checkpoints = "kbert.models.t5.checkpoints"
-    tokenizer_class = "kbert.tokenizers.t5:T5Tokenizer"
 
     def __init__(self, config: T5Config | dict, dtype=None, **kwargs):
         if isinstance(config, dict):

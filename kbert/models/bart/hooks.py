@@ -56,3 +56,7 @@ def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
                            name="bart_regressor")
     return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
                        name="bart_classifier")
+
+
+# The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
+HOOKS = ("glue_model", "pretrain")

@@ -246,3 +246,7 @@ def ner_features(tokenizer, sentences, seq_length, tags=None, labels=None) -> Wo
 
 
 from kbert.models.elmo.pretraining import pretrain  # noqa: E402,F401 (the pretrain hook)
+
+
+# The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
+HOOKS = ("glue_model", "glue_encode", "glue_examples", "ner_features", "pretrain")

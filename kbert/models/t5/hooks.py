@@ -83,3 +83,7 @@ def squad_target(answers: list) -> str:
     """The target: the first answer's text, as T5's; "" for an unanswerable (v2.0)
     question (the decoder writes `</s>` alone)."""
     return answers[0][0] if answers else ""
+
+
+# The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
+HOOKS = ("glue_text", "glue_target", "glue_label", "squad_text", "squad_target", "pretrain")

@@ -31,3 +31,7 @@ def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
                            name="roberta_regressor")
     return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
                        name="roberta_classifier")
+
+
+# The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
+HOOKS = ("glue_model", "pretrain")

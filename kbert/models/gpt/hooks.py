@@ -39,7 +39,7 @@ class AuxiliaryLMLoss(keras.layers.Layer):
         if training and self.weight and self.token_embedding is None:
             raise ValueError(
                 f"{self.name}: not linked to the decoder's token embedding (a model loaded "
-                "from a .keras file): call kbert.models.gpt.tasks.link_auxiliary_losses(model)"
+                "from a .keras file): call kbert.models.gpt.hooks.link_auxiliary_losses(model)"
                 " before training it")
         if training and self.weight:
             logits = self.token_embedding.logits(sequence_output[:, :-1])  # (B, T-1, V)
@@ -138,3 +138,7 @@ def after_load(model: keras.Model) -> keras.Model:
 
 
 from kbert.models.gpt.pretraining import pretrain  # noqa: E402,F401 (the pretrain hook)
+
+
+# The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
+HOOKS = ("glue_tokenizer", "glue_model", "after_load", "pretrain")
