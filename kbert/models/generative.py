@@ -3,7 +3,8 @@ model, declared in one place, and the generation methods every causal LM and
 encoder-decoder shares (`generate`, `generate_ids`, `stream`), written once.
 
 A model declares:
-    end_token_id, vocab_size, max_positions    (properties; end_token_id may be None)
+    end_token_id, vocab_size, max_positions    (by default the config's end_token_id,
+                                                vocab_size, max_position_embeddings)
     generation_step(token_ids, positions, key_mask, cache, index)
                     -> (float32 logits [B, V] at the last position, the updated cache)
 and, by its kind (`is_encoder_decoder`):
@@ -30,6 +31,19 @@ class GenerativeLM:
     max_input_length: ClassVar[int | None] = None
 
     # ------------------------------------------------- the protocol
+    # (end token, vocabulary and positions: the config's, unless a model says otherwise)
+    @property
+    def end_token_id(self) -> int | None:
+        return self.config.end_token_id
+
+    @property
+    def vocab_size(self) -> int:
+        return self.config.vocab_size
+
+    @property
+    def max_positions(self) -> int:
+        return self.config.max_position_embeddings
+
     def generation_step(self, token_ids, positions, key_mask, cache, index):
         raise NotImplementedError(f"{type(self).__name__}: generation_step")
 

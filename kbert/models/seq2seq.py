@@ -66,14 +66,6 @@ class Seq2SeqLM(Backbone, GenerativeLM, Quantizable, keras.Model, Pretrained):
         return ops.where(shifted < 0, self.config.pad_token_id, shifted)
 
     # ------------------------------------------------- generation protocol
-    @property
-    def end_token_id(self) -> int:
-        return self.config.end_token_id
-
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
     def decoder_prompt(self) -> list[int]:
         return [self.config.decoder_start_token_id]
 

@@ -161,10 +161,6 @@ class BartSeq2SeqLM(Seq2SeqLM):
         return ops.cast(logits, "float32")
 
     @property
-    def max_positions(self) -> int:
-        return self.config.max_position_embeddings
-
-    @property
     def max_input_length(self) -> int:
         return self.config.max_position_embeddings
 

@@ -200,20 +200,7 @@ class GPTLanguageModel(Backbone, GenerativeLM, Quantizable, keras.Model):
         self.tokenizer = None  # set by from_pretrained, or by the user
 
     # ------------------------------------------------- generation protocol
-    # (kbert.models.generation: the loop, samplers and prompt preparation of every
-    # causal LM.)
-    @property
-    def end_token_id(self) -> int | None:
-        return self.config.end_token_id
-
-    @property
-    def max_positions(self) -> int:
-        return self.config.max_position_embeddings
-
-    @property
-    def vocab_size(self) -> int:
-        return self.config.vocab_size
-
+    # (`GenerativeLM`: end token, vocabulary and positions from the config)
     def generation_cache(self, batch_size, length):
         """The decoder's empty key/value cache for `length` positions."""
         return self.decoder.empty_cache(batch_size, length)
