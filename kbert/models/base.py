@@ -172,12 +172,18 @@ def check_save_format(model, format: str) -> None:  # noqa: A002
     if format not in SAVE_FORMATS:
         raise ValueError(f"save_pretrained(format={format!r}): use one of "
                          f"{', '.join(SAVE_FORMATS)}")
-    checkpoints = getattr(model, "checkpoints", "")
-    if format == "huggingface" and not (
-            checkpoints and hasattr(importlib.import_module(checkpoints), "save_hf")):
+    if format == "huggingface" and not _writes_hf(model):
         raise NotImplementedError(f"{type(model).__name__}: no Hugging Face layout to write "
                                   "(transformers has no such model); save_pretrained "
                                   "writes the family's own")
+
+
+def _writes_hf(model) -> bool:
+    """Whether the model's checkpoint module writes transformers' layout (`save_hf`)."""
+    try:
+        return hasattr(model.checkpoint_module(), "save_hf")
+    except (AttributeError, ModuleNotFoundError):  # not a `Pretrained`, or no module
+        return False
 
 
 QUANTIZE_MODES = ("int8",)
