@@ -8,7 +8,10 @@
 A family is one package under `kbert/models/` with a hooks module (`hooks.py`): its
 `__init__` registers it (`register_family`) and lists its public names (`__all__`,
 which `kbert.NAME` serves); the registry finds the package on disk (`BUILTIN`, nothing
-imported) and its hooks module by its place. The task commands and
+imported) and its hooks module by its place. A family kbert does not ship is one such
+package in a folder of `KBERT_FAMILY_PATH` (os.pathsep-separated; each folder joins
+`kbert.models.__path__`, so its packages are `kbert.models.NAME`): nothing else to
+register, edit or install (`family_packages`). The task commands and
 `python -m kbert.export` then find it by name
 (`--model NAME`), from a saved folder (`family_of_folder`) or from a model or tokenizer
 (`family_of`), and ask it, never a family name, what to do:
@@ -124,12 +127,31 @@ DEFAULT_FAMILY = "bert"
 _MODELS_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+def _packages_in(folder: str) -> list[str]:
+    if not os.path.isdir(folder):
+        return []
+    return [f"kbert.models.{name}" for name in sorted(os.listdir(folder))
+            if name.isidentifier()
+            and os.path.isfile(os.path.join(folder, name, "__init__.py"))
+            and os.path.isfile(os.path.join(folder, name, "hooks.py"))]
+
+
 def builtin_packages() -> tuple[str, ...]:
     """The families kbert ships: the packages under kbert/models with a hooks module,
     found on disk (nothing imported)."""
-    return tuple(f"kbert.models.{name}" for name in sorted(os.listdir(_MODELS_DIR))
-                 if os.path.isfile(os.path.join(_MODELS_DIR, name, "__init__.py"))
-                 and os.path.isfile(os.path.join(_MODELS_DIR, name, "hooks.py")))
+    return tuple(_packages_in(_MODELS_DIR))
+
+
+def family_packages() -> tuple[str, ...]:
+    """Every family's package: kbert's own (`BUILTIN`) and those of the other folders
+    on `kbert.models.__path__` (the folders of the `KBERT_FAMILY_PATH` variable, or
+    one a program appends): a family package there is registered by its folder alone."""
+    import kbert.models
+
+    out = []
+    for folder in kbert.models.__path__:
+        out += [p for p in _packages_in(os.fspath(folder)) if p not in out]
+    return tuple(out)
 
 
 # The families kbert ships; each registers itself when its package is imported, which
@@ -162,7 +184,7 @@ def public_names() -> dict[str, str]:
 def _load_builtin() -> None:
     import importlib
 
-    for module in BUILTIN:
+    for module in family_packages():
         importlib.import_module(module)
 
 

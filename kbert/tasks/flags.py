@@ -16,10 +16,10 @@ def add_model_flags(parser: argparse.ArgumentParser, *, demo: str, vocab_size: i
                     ) -> argparse._ArgumentGroup:
     """--model (a registered family, checked after parsing: the registry needs
     TensorFlow, `--help` does not), --init_from and the from-scratch flags."""
-    from kbert.models.registry import BUILTIN, DEFAULT_FAMILY
+    from kbert.models.registry import DEFAULT_FAMILY, family_packages
 
     group = parser.add_argument_group("model")
-    names = ", ".join(module.rsplit(".", 1)[1] for module in BUILTIN)
+    names = ", ".join(module.rsplit(".", 1)[1] for module in family_packages())
     group.add_argument("--model", default=None, metavar="FAMILY",
                        help=f"model family: {names}, or one a user registered (default: the "
                             f"family of --init_from, or {DEFAULT_FAMILY} from scratch); a "

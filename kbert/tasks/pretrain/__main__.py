@@ -110,9 +110,9 @@ def _train_parser() -> argparse.ArgumentParser:
                                        "create_pretraining_data.py): python -m "
                                        "kbert.tasks.pretrain create_data --help",
                                 formatter_class=HelpFormatter)
-    from kbert.models.registry import BUILTIN
+    from kbert.models.registry import family_packages
 
-    names = ", ".join(module.rsplit(".", 1)[1] for module in BUILTIN)
+    names = ", ".join(module.rsplit(".", 1)[1] for module in family_packages())
     p.add_argument("--model", required=True, metavar="FAMILY",
                    help=f"a family with a pretraining recipe ({names}): bert: masked LM + "
                         "next sentence (run_pretraining.py); roberta: masked LM only, "
