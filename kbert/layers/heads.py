@@ -53,6 +53,18 @@ class ClassifierHead(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
+def classifier_model(inputs, out, regression: bool, family: str) -> keras.Model:
+    """A sequence classifier over `inputs` from its head's output `out` [B, labels]: the
+    output the task commands, exports and task folders read, `score` [B] for a
+    regression (the model `FAMILY_regressor`), else `logits` [B, labels]
+    (`FAMILY_classifier`)."""
+    if regression:
+        return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
+                           name=f"{family}_regressor")
+    return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
+                       name=f"{family}_classifier")
+
+
 class TanhClassifierHead(keras.layers.Layer):
     """Dropout, a dense layer with tanh, dropout, and the output layer (float32
     outputs): `RobertaClassificationHead` (on the `<s>` state of the sequence output,

@@ -26,6 +26,10 @@ class ModelConfig:
 
     family: ClassVar[str] = ""
     PRESETS: ClassVar[dict[str, dict]] = {}
+    # A reference implementation's config file: one holding any of these keys, or this
+    # Hugging Face `model_type`.
+    reference_keys: ClassVar[tuple[str, ...]] = ()
+    reference_model_type: ClassVar[str | None] = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -47,8 +51,11 @@ class ModelConfig:
 
     @classmethod
     def is_reference_dict(cls, d: dict[str, Any]) -> bool:
-        """Whether `d` is a reference implementation's config rather than kbert's."""
-        return False
+        """Whether `d` is a reference implementation's config rather than kbert's
+        (`reference_keys`, `reference_model_type`)."""
+        return any(k in d for k in cls.reference_keys) or (
+            cls.reference_model_type is not None
+            and d.get("model_type") == cls.reference_model_type)
 
     @classmethod
     def from_reference_dict(cls, d: dict[str, Any]):

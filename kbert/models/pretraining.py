@@ -50,6 +50,18 @@ class PretrainRecipe:
         raise NotImplementedError
 
     @staticmethod
+    def tokenizer_and_config(args, lm_class, scratch: Callable[[], tuple]) -> tuple:
+        """(tokenizer, config): those of the --init_from folder's language model
+        (`lm_class`), else `scratch()`'s (--from_scratch alone: learned from the text)."""
+        if not args.init_from:
+            return scratch()
+        source = lm_class.from_pretrained(args.init_from)
+        if source.tokenizer is None:
+            raise ValueError(f"--init_from {args.init_from}: no tokenizer files "
+                             f"({lm_class.__name__}'s)")
+        return source.tokenizer, source.config
+
+    @staticmethod
     def built(model, inputs):
         """Calls the model once, so that every variable exists before the optimizer is
         built (a checkpoint restore builds it from the trainable variables)."""

@@ -5,10 +5,11 @@
     encoder = family.encoder_class.from_pretrained(path)
     tokenizer = family.tokenizer_class.from_pretrained(path)
 
-A family is one package under `kbert/models/` with a hooks module (`hooks.py`): its
-`__init__` registers it (`register_family`) and lists its public names (`__all__`,
-which `kbert.NAME` serves); the registry finds the package on disk (`BUILTIN`, nothing
-imported) and its hooks module by its place. A family kbert does not ship is one such
+A family is one package under `kbert/models/` with a hooks module (`hooks.py`) that
+declares it (`FAMILY = Family(...)`) and its hooks (`HOOKS`); the package's `__init__`
+lists its public names (`__all__`, which `kbert.NAME` serves). The registry finds the
+package on disk (`BUILTIN`, nothing imported) and registers its `FAMILY` on the first
+look-up. A family kbert does not ship is one such
 package in a folder of `KBERT_FAMILY_PATH` (os.pathsep-separated; each folder joins
 `kbert.models.__path__`, so its packages are `kbert.models.NAME`): nothing else to
 register, edit or install (`family_packages`). The task commands and
@@ -16,7 +17,7 @@ register, edit or install (`family_packages`). The task commands and
 (`--model NAME`), from a saved folder (`family_of_folder`) or from a model or tokenizer
 (`family_of`), and ask it, never a family name, what to do:
 - `family.hook(name)`: the family's own step for a task, from its hooks module
-  (`Family.hooks`, imported on first use), or None where the generic step applies.
+  (`Family.hooks`, imported when the family is registered), or None where the generic step applies.
   The hooks a family may define are `HOOK_NAMES`; a hooks module declares the ones it
   defines in its `HOOKS` tuple. Importing the hooks module also registers the family's
   task layers for Keras' deserialization.
@@ -88,15 +89,25 @@ class Family:
             importlib.import_module(self.hooks)
 
 
-def recognizes_model_type(*model_types: str) -> Callable[[str], bool]:
-    """`Family.recognizes` for Hugging Face folders: their `config.json`'s `model_type`
-    is one of `model_types`."""
+def recognizes_model_type(*model_types: str, files: tuple[str, ...] = (),
+                          untyped: Callable[[dict], bool] | None = None
+                          ) -> Callable[[str], bool]:
+    """`Family.recognizes` for the reference implementations' folders: one holding any
+    of `files` (Google's `bert_config.json`, OpenAI's `hparams.json`), or a Hugging Face
+    folder whose `config.json`'s `model_type` is one of `model_types` (one without a
+    `model_type`, older transformers', where `untyped(config)` says so)."""
     def recognizes(folder: str) -> bool:
+        if any(os.path.exists(os.path.join(folder, name)) for name in files):
+            return True
         config = os.path.join(folder, "config.json")
         if not os.path.exists(config):
             return False
         d = read_json(config)
-        return isinstance(d, dict) and d.get("model_type") in model_types
+        if not isinstance(d, dict):
+            return False
+        if "model_type" not in d:
+            return untyped is not None and bool(untyped(d))
+        return d["model_type"] in model_types
 
     return recognizes
 
@@ -154,8 +165,8 @@ def family_packages() -> tuple[str, ...]:
     return tuple(out)
 
 
-# The families kbert ships; each registers itself when its package is imported, which
-# the look-ups below make sure of (`import kbert` imports none of them).
+# The families kbert ships; the look-ups below register them (`_load_builtin`;
+# `import kbert` imports none of them).
 BUILTIN = builtin_packages()
 
 
@@ -182,13 +193,30 @@ def public_names() -> dict[str, str]:
 
 
 def _load_builtin() -> None:
+    """Registers each family package's `FAMILY` (declared in its hooks module), once."""
     import importlib
 
-    for module in family_packages():
-        importlib.import_module(module)
+    for package in family_packages():
+        if package in _LOADED:
+            continue
+        family = getattr(importlib.import_module(f"{package}.hooks"), "FAMILY", None)
+        if family is not None and family.name not in _FAMILIES:
+            register_family(family)
+        _LOADED[package] = getattr(family, "name", None)
+
+
+_LOADED: dict[str, str | None] = {}  # family package -> the name its FAMILY registered
 
 
 def register_family(family: Family, replace: bool = False) -> Family:
+    """Registers `family` (a family package's hooks module declares its `FAMILY`, which
+    the registry registers; a program may register one itself). By default its hooks
+    module is the `hooks` module beside its config's, and a Hugging Face folder whose
+    `model_type` is its config's `reference_model_type` is recognized as one of it."""
+    if family.recognizes is None and getattr(family.config_class, "reference_model_type",
+                                             None):
+        family = dataclasses.replace(family, recognizes=recognizes_model_type(
+            family.config_class.reference_model_type))
     if family.hooks is None:  # the hooks module beside the config's, where there is one
         import importlib.util
 
@@ -207,6 +235,8 @@ def register_family(family: Family, replace: bool = False) -> Family:
 
 def unregister_family(name: str) -> None:
     _FAMILIES.pop(name, None)
+    for package in [p for p, n in _LOADED.items() if n == name]:
+        del _LOADED[package]
 
 
 def families() -> list[str]:

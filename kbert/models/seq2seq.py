@@ -47,10 +47,46 @@ def decode_with_cache(blocks, x, cache, cache_index, cross_caches, encoder_paddi
     return x, tuple(new)
 
 
+class Seq2SeqStack(keras.layers.Layer):
+    """The base of an encoder-decoder's two stacks (`decoder=False`: the encoder): the
+    config (the family's dataclass, `config_class`, or its dict), `is_decoder`, the
+    output spec (the input's shape) and serialization."""
+
+    config_class: type = None
+
+    def __init__(self, config, decoder: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = self.config_class.from_dict(config)
+        self.config, self.is_decoder = config, decoder
+
+    def compute_output_spec(self, x, *args, **kwargs):
+        return keras.KerasTensor(x.shape, dtype=self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict(),
+                "decoder": self.is_decoder}
+
+
 class Seq2SeqLM(Backbone, GenerativeLM, Quantizable, keras.Model, Pretrained):
     """The shared part of `T5Seq2SeqLM` and `BartSeq2SeqLM` (see the module docstring)."""
 
     is_encoder_decoder = True
+
+    def __init__(self, config, token_embedding, encoder, decoder, output, **kwargs):
+        """The functional graph over `INPUTS`: the `encoder` stack on the embedded
+        source, the `decoder` stack on the embedded target and the encoder's states,
+        `output(decoder states)` the logits; the config and the three layers kept."""
+        inputs = self.model_inputs()
+        encoded = encoder(token_embedding(inputs["encoder_token_ids"]),
+                          inputs["encoder_padding_mask"])
+        decoded = decoder(token_embedding(inputs["decoder_token_ids"]),
+                          inputs["decoder_padding_mask"], encoded,
+                          inputs["encoder_padding_mask"])
+        super().__init__(inputs=inputs, outputs={"logits": output(decoded)}, **kwargs)
+        self.config = config
+        self.token_embedding, self.encoder, self.decoder = token_embedding, encoder, decoder
+        self.tokenizer = None  # set by from_pretrained, or by the user
 
     @staticmethod
     def model_inputs() -> dict:

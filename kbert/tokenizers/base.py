@@ -48,8 +48,13 @@ class Tokenizer(tf.Module):
     special_tokens: tuple[int, int] = (2, 3)
 
     def tokenize(self, texts) -> tf.RaggedTensor:
-        """int RaggedTensor [batch_size, (tokens)] of ids, no special tokens."""
-        raise NotImplementedError
+        """int RaggedTensor [batch_size, (tokens)] of ids, no special tokens. Default: the
+        subclass's graph code `_tokenize(texts)`, an eager call through its compiled
+        function `_compiled_tokenize` (one call instead of dozens of eager ops)."""
+        texts = self.as_batch(texts)
+        if tf.executing_eagerly():
+            return self._compiled_tokenize(texts)
+        return self._tokenize(texts)
 
     def tokenize_with_offsets(self, texts):
         """(ids, starts, ends): RaggedTensors [batch_size, (tokens)], byte offsets of each

@@ -56,6 +56,20 @@ class HeldBpe:
     """The vocabulary and merges of a BPE tokenizer, kept in `self._held`
     (`kbert.tokenizers.base.Held`: outside TensorFlow's object tracking)."""
 
+    def hold(self, vocabulary, merges) -> None:
+        """Keeps `vocabulary` (token -> id, or a `vocab.json` path) and `merges` (pairs,
+        or a `merges.txt` / `vocab.bpe` path)."""
+        import os
+
+        from kbert.io import read_json
+        from kbert.tokenizers.base import Held
+
+        if isinstance(vocabulary, (str, os.PathLike)):
+            vocabulary = read_json(os.fspath(vocabulary))
+        if isinstance(merges, (str, os.PathLike)):
+            merges = read_merges(os.fspath(merges))
+        self._held = Held(vocabulary=dict(vocabulary), merges=[tuple(m) for m in merges])
+
     @property
     def _vocabulary(self) -> dict:
         return self._held.vocabulary

@@ -39,9 +39,9 @@ import tensorflow as tf
 from kbert import hub
 from kbert.io import read_json
 from kbert.tokenizers import gpt2_classes
-from kbert.tokenizers.base import Held, Tokenizer
+from kbert.tokenizers.base import Tokenizer
 from kbert.tokenizers.bpe import (HeldBpe, MergeTable, bpe_assets, bytes_to_unicode,
-                                  merge_rounds, read_merges)
+                                  merge_rounds, read_merges)  # noqa: F401 (read_merges: public here)
 from kbert.tokenizers.packing import pack_decoder
 from kbert.tokenizers.task_tokens import TASK_TOKENS, TaskTokens, read_pair_format
 
@@ -80,11 +80,7 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
                  special_tokens_in_text: bool = False, pair_format: str = "entailment",
                  name: str | None = None):
         super().__init__(name=name)
-        if isinstance(vocabulary, (str, os.PathLike)):
-            vocabulary = read_json(os.fspath(vocabulary))
-        if isinstance(merges, (str, os.PathLike)):
-            merges = read_merges(os.fspath(merges))
-        self._held = Held(vocabulary=dict(vocabulary), merges=[tuple(m) for m in merges])
+        self.hold(vocabulary, merges)
         self.seq_length = int(seq_length)
         self.special_tokens_in_text = bool(special_tokens_in_text)
         self.end_token_id = self._vocabulary.get(END_TOKEN)
@@ -315,13 +311,6 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
         words = self._split(texts)
         ids = self._words_to_ids(words.flat_values)  # (W, (T))
         return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
-
-    def tokenize(self, texts) -> tf.RaggedTensor:
-        """int32 RaggedTensor [batch, (tokens)]: OpenAI's `encoder.py` ids."""
-        texts = self.as_batch(texts)
-        if tf.executing_eagerly():
-            return self._compiled_tokenize(texts)
-        return self._tokenize(texts)
 
     def detokenize(self, ids) -> tf.Tensor:
         """The bytes the ids stand for, joined: tf.string [batch] (the exact text back)."""

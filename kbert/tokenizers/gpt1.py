@@ -17,9 +17,9 @@ import tensorflow as tf
 
 from kbert import hub
 from kbert.io import read_json
-from kbert.tokenizers.base import Held, Tokenizer
+from kbert.tokenizers.base import Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
-from kbert.tokenizers.bpe import HeldBpe, MergeTable, bpe_assets, merge_rounds, read_merges
+from kbert.tokenizers.bpe import HeldBpe, MergeTable, bpe_assets, merge_rounds
 from kbert.tokenizers.task_tokens import TaskTokens, read_pair_format
 from kbert.tokenizers.packing import pack_decoder
 
@@ -46,11 +46,7 @@ class GPT1Tokenizer(HeldBpe, TaskTokens, Tokenizer):
     def __init__(self, vocabulary, merges, unk_token: str = "<unk>", seq_length: int = 512,
                  pair_format: str = "entailment", name: str | None = None):
         super().__init__(name=name)
-        if isinstance(vocabulary, (str, os.PathLike)):
-            vocabulary = read_json(os.fspath(vocabulary))
-        if isinstance(merges, (str, os.PathLike)):
-            merges = read_merges(os.fspath(merges))
-        self._held = Held(vocabulary=dict(vocabulary), merges=[tuple(m) for m in merges])
+        self.hold(vocabulary, merges)
         if unk_token not in self._vocabulary:
             raise ValueError(f"GPT1Tokenizer vocabulary lacks the unknown token {unk_token!r}")
         self.unk_token = unk_token
@@ -95,13 +91,6 @@ class GPT1Tokenizer(HeldBpe, TaskTokens, Tokenizer):
         flat = tf.where((flat < 0) | (flat >= table.vocab_end), self.unk_id, flat)
         ids = tf.gather(merged.with_flat_values(flat), index)
         return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
-
-    def tokenize(self, texts) -> tf.RaggedTensor:
-        """int32 RaggedTensor [batch, (tokens)]."""
-        texts = self.as_batch(texts)
-        if tf.executing_eagerly():
-            return self._compiled_tokenize(texts)
-        return self._tokenize(texts)
 
     def detokenize(self, ids) -> tf.Tensor:
         """Tokens joined, `</w>` read as a space (the lower-cased, split text)."""

@@ -51,6 +51,8 @@ class BartConfig(ModelConfig):
     forced_eos_token_id: int | None = 2  # transformers' default: </s> at the last step
 
     family: ClassVar[str] = "bart"
+    reference_keys: ClassVar[tuple[str, ...]] = ("d_model",)
+    reference_model_type: ClassVar[str | None] = "bart"
     PRESETS: ClassVar[dict[str, dict]] = {
         "tiny": dict(vocab_size=99, hidden_size=32, encoder_layers=2, decoder_layers=2,
                      encoder_heads=4, decoder_heads=4, encoder_intermediate_size=37,
@@ -69,10 +71,6 @@ class BartConfig(ModelConfig):
             if self.hidden_size % heads:
                 raise ValueError(f"BartConfig.hidden_size={self.hidden_size} is not a "
                                  f"multiple of {heads} heads")
-
-    @classmethod
-    def is_reference_dict(cls, d: dict[str, Any]) -> bool:
-        return "d_model" in d or d.get("model_type") == "bart"
 
     @classmethod
     def from_reference_dict(cls, d: dict[str, Any]) -> "BartConfig":

@@ -6,8 +6,12 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from kbert.layers.heads import TanhClassifierHead, last_token_state
+from kbert.layers.heads import TanhClassifierHead, classifier_model, last_token_state
 from kbert.models.bart.pretraining import pretrain  # noqa: F401 (the pretrain hook)
+from kbert.models.bart.config import BartConfig
+from kbert.models.bart.model import BartSeq2SeqLM
+from kbert.models.registry import Family
+from kbert.tokenizers.bart import BartTokenizer
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -51,12 +55,15 @@ def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
     head = TanhClassifierHead(1 if task.is_regression else task.num_labels, c.hidden_size,
                               c.classifier_dropout, c.initializer_range, name="classifier")
     out = head(last_token_state(decoded, mask))  # the final </s>
-    if task.is_regression:
-        return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
-                           name="bart_regressor")
-    return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
-                       name="bart_classifier")
+    return classifier_model(inputs, out, task.is_regression, "bart")
 
+
+# The family, registered by the registry when it loads the package (`family_packages`).
+FAMILY = Family("bart", BartConfig, BartSeq2SeqLM, BartTokenizer,
+                language_model_class=BartSeq2SeqLM,
+                description="bart is an encoder-decoder (denoising)",
+                folder_hint="Hugging Face's facebook/bart-base, facebook/bart-large(-cnn, "
+                            "-xsum)")
 
 # The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
 HOOKS = ("glue_model", "pretrain")

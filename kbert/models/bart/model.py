@@ -24,22 +24,21 @@ from kbert.layers.initializers import normal
 from kbert.layers.masks import key_mask, positions_from_mask
 from kbert.layers.transformer import TransformerBlock
 from kbert.models.bart.config import BartConfig
-from kbert.models.seq2seq import Seq2SeqLM, decode_with_cache
+from kbert.models.seq2seq import Seq2SeqLM, Seq2SeqStack, decode_with_cache
 
 POSITION_OFFSET = 2  # fairseq's learned positions start at row 2
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class BartStack(keras.layers.Layer):
+class BartStack(Seq2SeqStack):
     """BART's encoder (`decoder=False`) or decoder: token vectors (scaled where the
     config says) + learned positions, LayerNorm, dropout, the post-LN blocks."""
 
-    def __init__(self, config: BartConfig, decoder: bool = False, **kwargs):
-        super().__init__(**kwargs)
-        if isinstance(config, dict):
-            config = BartConfig.from_dict(config)
-        self.config, self.is_decoder = config, decoder
-        c = config
+    config_class = BartConfig
+
+    def __init__(self, config: BartConfig | dict, decoder: bool = False, **kwargs):
+        super().__init__(config, decoder, **kwargs)
+        c = self.config
         init = keras.initializers.serialize(normal(c.initializer_range))
         self.position_embedding = PositionEmbedding(
             c.max_position_embeddings + POSITION_OFFSET, c.hidden_size,
@@ -95,12 +94,6 @@ class BartStack(keras.layers.Layer):
         return decode_with_cache(self.blocks, x, cache, cache_index, cross_caches,
                                  encoder_padding_mask, training)
 
-    def compute_output_spec(self, x, *args, **kwargs):
-        return keras.KerasTensor(x.shape, dtype=self.compute_dtype)
-
-    def get_config(self):
-        return {**super().get_config(), "config": self.config.to_dict(),
-                "decoder": self.is_decoder}
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -140,21 +133,13 @@ class BartSeq2SeqLM(Seq2SeqLM):
         token_embedding = TokenEmbedding(c.vocab_size, c.hidden_size,
                                          embeddings_initializer=normal(c.initializer_range),
                                          dtype=dtype, name="token_embedding")
-        encoder = BartStack(c, decoder=False, dtype=dtype, name="encoder")
-        decoder = BartStack(c, decoder=True, dtype=dtype, name="decoder")
+        stacks = (BartStack(c, decoder=False, dtype=dtype, name="encoder"),
+                  BartStack(c, decoder=True, dtype=dtype, name="decoder"))
         final_bias = FinalLogitsBias(c.vocab_size, dtype=dtype, name="final_logits_bias")
-        inputs = self.model_inputs()
-        encoded = encoder(token_embedding(inputs["encoder_token_ids"]),
-                          inputs["encoder_padding_mask"])
-        decoded = decoder(token_embedding(inputs["decoder_token_ids"]),
-                          inputs["decoder_padding_mask"], encoded,
-                          inputs["encoder_padding_mask"])
-        logits = final_bias(token_embedding(decoded, reverse=True))
-        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
-        self.config = c
-        self.token_embedding, self.encoder, self.decoder = token_embedding, encoder, decoder
+        super().__init__(c, token_embedding, *stacks,
+                         lambda decoded: final_bias(token_embedding(decoded, reverse=True)),
+                         **kwargs)
         self.final_logits_bias = final_bias
-        self.tokenizer = None
 
     def _logits(self, x):
         logits = self.final_logits_bias(self.token_embedding.logits(x))

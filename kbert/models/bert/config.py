@@ -63,6 +63,7 @@ class BertConfig(ModelConfig):
             )
 
     family: ClassVar[str] = "bert"
+    reference_keys: ClassVar[tuple[str, ...]] = ("num_hidden_layers", "num_attention_heads")
     # Published sizes (Turc et al., 2019 "Well-Read Students" for mini..medium).
     PRESETS: ClassVar[dict[str, dict]] = {
         "tiny": dict(vocab_size=99, hidden_size=32, num_layers=2, num_heads=4,
@@ -73,11 +74,6 @@ class BertConfig(ModelConfig):
         "base": dict(),
         "large": dict(hidden_size=1024, num_layers=24, num_heads=16, intermediate_size=4096),
     }
-
-    @classmethod
-    def is_reference_dict(cls, d: dict[str, Any]) -> bool:
-        """Google's `bert_config.json` and Hugging Face's `config.json` keys."""
-        return "num_hidden_layers" in d or "num_attention_heads" in d
 
     @classmethod
     def from_reference_dict(cls, d: dict[str, Any]) -> "BertConfig":

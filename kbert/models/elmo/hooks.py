@@ -24,9 +24,13 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
-from kbert.layers.heads import IGNORE_LABEL, BoolMask, ClassifierHead
+from kbert.layers.heads import BoolMask, ClassifierHead, IGNORE_LABEL, classifier_model
 from kbert.layers.initializers import truncated_normal
 from kbert.layers.scalar_mix import ScalarMix
+from kbert.models.elmo.bilm import ELMo
+from kbert.models.elmo.config import ELMoConfig
+from kbert.models.registry import Family
+from kbert.tokenizers.elmo import ELMoCharTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -145,11 +149,7 @@ def build_elmo_classifier(elmo, num_labels: int, regression: bool = False,
                                 name="hidden")(sentence)
     out = ClassifierHead(1 if regression else num_labels, dropout, 0.02,
                          name="classifier")(hidden)
-    if regression:
-        return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
-                           name="elmo_regressor")
-    return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
-                       name="elmo_classifier")
+    return classifier_model(inputs, out, regression, "elmo")
 
 
 # ------------------------------------------------------------------ NER
@@ -246,6 +246,28 @@ def ner_features(tokenizer, sentences, seq_length, tags=None, labels=None) -> Wo
 
 
 from kbert.models.elmo.pretraining import pretrain  # noqa: E402,F401 (the pretrain hook)
+
+
+def _recognizes(folder: str) -> bool:
+    """bilm-tf / AllenNLP folders: `options.json` with `lstm` and `char_cnn`."""
+    import os
+
+    from kbert.io import read_json
+
+    path = os.path.join(folder, "options.json")
+    if not os.path.exists(path):
+        return False
+    d = read_json(path)
+    return isinstance(d, dict) and ELMoConfig.is_reference_dict(d)
+
+
+# The family, registered by the registry when it loads the package (`family_packages`).
+FAMILY = Family("elmo", ELMoConfig, ELMo, ELMoCharTokenizer, recognizes=_recognizes,
+                feature_based=True,
+                description="elmo trains a head on a frozen biLM (feature-based, as the ELMo "
+                            "paper) and needs --init_from an ELMo folder",
+                folder_hint="a bilm-tf / AllenNLP ELMo folder, or one that "
+                            "ELMoLanguageModel.save_pretrained wrote")
 
 
 # The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).

@@ -67,6 +67,14 @@ def _log_prob(scores, chosen_score):
     return chosen_score - tf.reduce_logsumexp(scores, axis=-1)
 
 
+def _draw(ranked, ids, u):
+    """A draw `u` [B] from softmax(ranked) [B, R] (-inf: left out): the drawn column's
+    token id (`ids` [B, R]) and its log-probability."""
+    pick = _categorical(ranked, u)
+    return (tf.gather(ids, pick, batch_dims=1),
+            _log_prob(ranked, tf.gather(ranked, pick, batch_dims=1)))
+
+
 class Sampler:
     """Picks the next token: `sampler(scores [B, V] float32, u [B] uniform draws) ->
     (int32 ids [B], float32 log-probabilities [B] of the ids under the distribution
@@ -98,9 +106,7 @@ class TopKSampler(Sampler):
         scores = scores / self.temperature
         k = min(self.k, scores.shape[-1]) if scores.shape[-1] else self.k
         values, indices = tf.math.top_k(scores, k=k)  # (B, k), best first
-        pick = _categorical(values, u)
-        return (tf.gather(indices, pick, batch_dims=1),
-                _log_prob(values, tf.gather(values, pick, batch_dims=1)))
+        return _draw(values, indices, u)
 
     def key(self) -> tuple:
         return ("top_k", self.k, self.temperature)
@@ -123,9 +129,7 @@ class TopPSampler(Sampler):
         keep = before < self.p
         keep = tf.concat([tf.ones_like(keep[:, :1]), keep[:, 1:]], axis=-1)  # the best
         sorted_scores = tf.where(keep, sorted_scores, tf.constant(-np.inf, scores.dtype))
-        pick = _categorical(sorted_scores, u)
-        return (tf.gather(order, pick, batch_dims=1),
-                _log_prob(sorted_scores, tf.gather(sorted_scores, pick, batch_dims=1)))
+        return _draw(sorted_scores, order, u)
 
     def key(self) -> tuple:
         return ("top_p", self.p, self.temperature)
@@ -156,10 +160,8 @@ class RowSampler(Sampler):
             before = tf.cumsum(tf.nn.softmax(ranked, axis=-1), axis=-1, exclusive=True)
             keep = tf.logical_or(before < top_p[:, None], ranks == 0)
             ranked = tf.where(keep, ranked, tf.constant(-np.inf, ranked.dtype))
-            pick = _categorical(ranked, u)
-            return (tf.where(greedy, best, tf.gather(order, pick, batch_dims=1)),
-                    tf.where(greedy, best_lp,
-                             _log_prob(ranked, tf.gather(ranked, pick, batch_dims=1))))
+            token, log_prob = _draw(ranked, order, u)
+            return tf.where(greedy, best, token), tf.where(greedy, best_lp, log_prob)
 
         return tf.cond(tf.reduce_all(greedy), lambda: (best, best_lp), sampled)
 

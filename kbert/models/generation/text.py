@@ -119,27 +119,43 @@ def generate_text(lm, prompts, max_new_tokens=32, sampler="greedy", temperature=
     prompts = [prompts] if single else list(prompts)
     texts = tf.constant(prompts)
     ids, dense, mask = encode_prompts(lm, tokenizer, texts, max_new_tokens)
+    out, n, new = _generate(lm, tokenizer, dense, mask, len(prompts), max_new_tokens, sampler,
+                            temperature, top_k, top_p, seed, jit_compile, options)
+    repeated = tf.gather(ids, np.repeat(np.arange(len(prompts)), n))
+    results = _results(out, continuation_texts(tokenizer, repeated, new),
+                       [prompts[r // n] for r in range(len(out["lengths"]))], options,
+                       return_scores)
+    return results[0] if single and n == 1 else results
+
+
+def _generate(lm, tokenizer, dense, mask, rows: int, max_new_tokens, sampler, temperature,
+              top_k, top_p, seed, jit_compile, options):
+    """(`generate_sequences`' output, sequences per row, the new tokens up to the end
+    token: a RaggedTensor)."""
     out = generate_sequences(lm, dense, mask, max_new_tokens, sampler, temperature, top_k,
                              top_p, seed, jit_compile=jit_compile, tokenizer=tokenizer,
                              **options)
-    n = len(out["lengths"]) // len(prompts)
+    new = until_end(tf.constant(out["token_ids"]), None, tf.constant(out["lengths"]))
+    return out, len(out["lengths"]) // rows, new
+
+
+def _results(out, texts, prefixes, options, return_scores: bool) -> list:
+    """Each sequence's text (cut at its first stop string, after its prefix: the prompt
+    of a causal LM), or with `return_scores` a dict {text, token_ids, logprobs, score}
+    (the tokens up to the end or stop token)."""
     stop = options.get("stop") or ()
     stop = [stop] if isinstance(stop, (str, int)) else list(stop)
-    new = until_end(tf.constant(out["token_ids"]), None, tf.constant(out["lengths"]))
-    repeated = tf.gather(ids, np.repeat(np.arange(len(prompts)), n))
     results = []
-    for r, continuation in enumerate(continuation_texts(tokenizer, repeated, new)):
-        continuation, _ = cut_at_stop(continuation, stop)
-        text = prompts[r // n] + continuation
+    for r, (text, prefix) in enumerate(zip(texts, prefixes)):
+        text = prefix + cut_at_stop(text, stop)[0]
         if return_scores:
             length = int(out["lengths"][r])
-            results.append({"text": text,
-                            "token_ids": out["token_ids"][r, :length].tolist(),
+            results.append({"text": text, "token_ids": out["token_ids"][r, :length].tolist(),
                             "logprobs": out["logprobs"][r, :length].tolist(),
                             "score": float(out["scores"][r])})
         else:
             results.append(text)
-    return results[0] if single and n == 1 else results
+    return results
 
 
 def seq2seq_text(lm, texts, max_new_tokens=32, sampler="greedy", temperature=1.0,
@@ -159,21 +175,8 @@ def seq2seq_text(lm, texts, max_new_tokens=32, sampler="greedy", temperature=1.0
     ids = tf.cast(tokenizer.encoder_ids(tf.constant(items)), tf.int32)
     dense = ids.to_tensor(0)
     mask = tf.sequence_mask(ids.row_lengths(), tf.shape(dense)[1], tf.int32)
-    out = generate_sequences(lm, dense, mask, max_new_tokens, sampler, temperature, top_k,
-                             top_p, seed, jit_compile=jit_compile, tokenizer=tokenizer,
-                             **options)
-    n = len(out["lengths"]) // len(items)
-    stop = options.get("stop") or ()
-    stop = [stop] if isinstance(stop, (str, int)) else list(stop)
-    new = until_end(tf.constant(out["token_ids"]), None, tf.constant(out["lengths"]))
-    results = []
-    for r, text in enumerate(tokenizer.detokenize(new).numpy()):
-        text, _ = cut_at_stop(text.decode("utf-8", "replace"), stop)
-        if return_scores:
-            length = int(out["lengths"][r])
-            results.append({"text": text, "token_ids": out["token_ids"][r, :length].tolist(),
-                            "logprobs": out["logprobs"][r, :length].tolist(),
-                            "score": float(out["scores"][r])})
-        else:
-            results.append(text)
+    out, n, new = _generate(lm, tokenizer, dense, mask, len(items), max_new_tokens, sampler,
+                            temperature, top_k, top_p, seed, jit_compile, options)
+    texts = [t.decode("utf-8", "replace") for t in tokenizer.detokenize(new).numpy()]
+    results = _results(out, texts, [""] * len(texts), options, return_scores)
     return results[0] if single and n == 1 else results

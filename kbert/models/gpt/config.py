@@ -43,6 +43,7 @@ class GPTConfig(ModelConfig):
     end_token_id: int | None = 50256  # <|endoftext|>; GPT-1 has none
 
     family: ClassVar[str] = "gpt"
+    reference_keys: ClassVar[tuple[str, ...]] = ("n_embd", "n_layer")
     PRESETS: ClassVar[dict[str, dict]] = {
         "tiny": dict(vocab_size=99, hidden_size=32, num_layers=2, num_heads=4,
                      intermediate_size=37, max_position_embeddings=64, end_token_id=98),
@@ -68,11 +69,6 @@ class GPTConfig(ModelConfig):
         if self.end_token_id is not None and not 0 <= self.end_token_id < self.vocab_size:
             raise ValueError(f"GPTConfig.end_token_id={self.end_token_id} is outside the "
                              f"vocabulary of {self.vocab_size}")
-
-    @classmethod
-    def is_reference_dict(cls, d: dict[str, Any]) -> bool:
-        """Hugging Face's gpt2 / openai-gpt `config.json`, OpenAI's `hparams.json`."""
-        return "n_embd" in d or "n_layer" in d
 
     def to_reference_dict(self) -> dict[str, Any]:
         """Hugging Face's `config.json`: `GPT2LMHeadModel` (pre-LN), or `OpenAIGPTLMHeadModel`

@@ -14,7 +14,11 @@ from __future__ import annotations
 import keras
 from keras import ops
 
-from kbert.layers.heads import ClassifierHead, last_token_state
+from kbert.layers.heads import ClassifierHead, classifier_model, last_token_state
+from kbert.models.gpt.config import GPTConfig
+from kbert.models.gpt.decoder import GPTDecoder, GPTLanguageModel
+from kbert.models.registry import Family, recognizes_model_type
+from kbert.tokenizers.gpt import GPTTokenizer
 
 LM_WEIGHT = 0.5  # lambda of the paper's L3 = L2 + lambda * L1
 
@@ -81,11 +85,7 @@ def build_gpt_classifier(decoder, num_labels: int, regression: bool = False,
     head = ClassifierHead(1 if regression else num_labels, decoder.dropout_rate,
                           decoder.initializer_range, name="classifier")
     out = head(state)
-    if regression:
-        return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
-                           name="gpt_regressor")
-    return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
-                       name="gpt_classifier")
+    return classifier_model(inputs, out, regression, "gpt")
 
 
 def link_auxiliary_losses(model: keras.Model) -> keras.Model:
@@ -138,6 +138,15 @@ def after_load(model: keras.Model) -> keras.Model:
 
 
 from kbert.models.gpt.pretraining import pretrain  # noqa: E402,F401 (the pretrain hook)
+
+
+# The family, registered by the registry when it loads the package (`family_packages`).
+FAMILY = Family("gpt", GPTConfig, GPTDecoder, GPTTokenizer,
+                recognizes=recognizes_model_type("gpt2", "openai-gpt", files=("hparams.json",)),
+                language_model_class=GPTLanguageModel,
+                description="gpt fine-tunes as the GPT paper and needs --init_from a GPT "
+                            "folder",
+                folder_hint="Hugging Face's gpt2 or openai-gpt, or OpenAI's GPT-2 release")
 
 
 # The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).

@@ -17,10 +17,8 @@ class GPTPretraining(PretrainRecipe):
         from kbert.models.gpt.lm import Perplexity, lm_dataset, lm_loss
 
         lines = [t for t in texts() if t.strip()]
-        if args.init_from:
-            source = GPTLanguageModel.from_pretrained(args.init_from)
-            tokenizer, config = source.tokenizer, source.config
-        else:  # --from_scratch: GPT-2's byte-level BPE learned from the text
+
+        def scratch():  # GPT-2's byte-level BPE learned from the text
             from kbert.models.gpt import GPTConfig
             from kbert.models.pretraining import scratch_config
             from kbert.tokenizers.gpt import END_TOKEN, GPTTokenizer
@@ -31,7 +29,9 @@ class GPTPretraining(PretrainRecipe):
             config = scratch_config(GPTConfig, args.preset, dict(
                 hidden_size=64, intermediate_size=256, max_position_embeddings=positions),
                 vocab_size=len(vocab), end_token_id=vocab[END_TOKEN])
-            tokenizer = GPTTokenizer(vocab, merges, seq_length=config.max_position_embeddings)
+            return GPTTokenizer(vocab, merges, seq_length=config.max_position_embeddings), config
+
+        tokenizer, config = self.tokenizer_and_config(args, GPTLanguageModel, scratch)
         data = lm_dataset(lines, tokenizer, args.max_seq_length, args.train_batch_size)
         examples = sum(1 for _ in lm_dataset(lines, tokenizer, args.max_seq_length, 1))
         if examples == 0:

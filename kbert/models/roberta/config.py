@@ -28,6 +28,8 @@ class RobertaConfig(BertConfig):
     pooler: bool = True
 
     family: ClassVar[str] = "roberta"
+    reference_keys: ClassVar[tuple[str, ...]] = ("num_hidden_layers", "num_attention_heads")
+    reference_model_type: ClassVar[str | None] = "roberta"
     PRESETS: ClassVar[dict[str, dict]] = {
         "tiny": dict(vocab_size=99, hidden_size=32, num_layers=2, num_heads=4,
                      intermediate_size=37, max_position_embeddings=66),
@@ -38,10 +40,6 @@ class RobertaConfig(BertConfig):
     @property
     def max_sequence_length(self) -> int:
         return self.max_position_embeddings - self.pad_token_id - 1
-
-    @classmethod
-    def is_reference_dict(cls, d: dict[str, Any]) -> bool:
-        return "num_hidden_layers" in d or "num_attention_heads" in d
 
     def to_reference_dict(self) -> dict[str, Any]:
         """Hugging Face's `config.json` of a `RobertaModel` (see `BertConfig`)."""

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import keras
 
-from kbert.layers.heads import TanhClassifierHead
+from kbert.layers.heads import TanhClassifierHead, classifier_model
 from kbert.models.roberta.pretraining import pretrain  # noqa: F401 (the pretrain hook)
+from kbert.models.registry import Family
+from kbert.models.roberta.config import RobertaConfig
+from kbert.models.roberta.encoder import RobertaEncoder, RobertaMaskedLM
+from kbert.tokenizers.roberta import RobertaTokenizer
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -26,12 +30,14 @@ def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
                                      encoder.hidden_size, encoder.dropout_rate,
                                      encoder.initializer_range, name="classifier")
     out = head(first)
-    if task.is_regression:
-        return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
-                           name="roberta_regressor")
-    return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
-                       name="roberta_classifier")
+    return classifier_model(inputs, out, task.is_regression, "roberta")
 
+
+# The family, registered by the registry when it loads the package (`family_packages`).
+FAMILY = Family("roberta", RobertaConfig, RobertaEncoder, RobertaTokenizer,
+                masked_lm_class=RobertaMaskedLM,
+                description="roberta fine-tunes a Hugging Face RoBERTa folder",
+                folder_hint="Hugging Face's roberta-base")
 
 # The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
 HOOKS = ("glue_model", "pretrain")

@@ -51,6 +51,8 @@ class T5Config(ModelConfig):
     initializer_factor: float = 1.0
 
     family: ClassVar[str] = "t5"
+    reference_keys: ClassVar[tuple[str, ...]] = ("d_model",)
+    reference_model_type: ClassVar[str | None] = "t5"
     PRESETS: ClassVar[dict[str, dict]] = {
         "tiny": dict(vocab_size=120, hidden_size=32, key_value_size=8, intermediate_size=48,
                      num_layers=2, num_decoder_layers=2, num_heads=4),
@@ -86,10 +88,6 @@ class T5Config(ModelConfig):
                 return name
         raise ValueError(f"T5Config: no Hugging Face name for {self.hidden_act} "
                          f"(gated={self.gated})")
-
-    @classmethod
-    def is_reference_dict(cls, d: dict[str, Any]) -> bool:
-        return "d_model" in d or d.get("model_type") == "t5"
 
     @classmethod
     def from_reference_dict(cls, d: dict[str, Any]) -> "T5Config":

@@ -15,6 +15,10 @@ from __future__ import annotations
 import math
 
 from kbert.models.t5.pretraining import pretrain  # noqa: F401 (the pretrain hook)
+from kbert.models.registry import Family
+from kbert.models.t5.config import T5Config
+from kbert.models.t5.model import T5Seq2SeqLM
+from kbert.tokenizers.t5 import T5Tokenizer
 
 # task: (prefix, the field names of text_a and text_b, the label words in kbert's
 # label order: kbert keeps GLUE's TSV labels, "0"/"1", MNLI's three names)
@@ -84,6 +88,12 @@ def squad_target(answers: list) -> str:
     question (the decoder writes `</s>` alone)."""
     return answers[0][0] if answers else ""
 
+
+# The family, registered by the registry when it loads the package (`family_packages`).
+FAMILY = Family("t5", T5Config, T5Seq2SeqLM, T5Tokenizer, language_model_class=T5Seq2SeqLM,
+                description="t5 is an encoder-decoder (text to text)",
+                folder_hint="Hugging Face's t5-small ... t5-11b, google/t5-v1_1-*, "
+                            "google/flan-t5-*")
 
 # The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
 HOOKS = ("glue_text", "glue_target", "glue_label", "squad_text", "squad_target", "pretrain")

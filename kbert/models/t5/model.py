@@ -21,22 +21,21 @@ from kbert.layers.dense import Dense
 from kbert.layers.embeddings import TokenEmbedding
 from kbert.layers.masks import key_mask
 from kbert.layers.t5 import RelativePositionBias, RMSNorm, T5Block
-from kbert.models.seq2seq import Seq2SeqLM, decode_with_cache
+from kbert.models.seq2seq import Seq2SeqLM, Seq2SeqStack, decode_with_cache
 from kbert.models.t5.config import T5Config
 
 
 @keras.saving.register_keras_serializable(package="kbert")
-class T5Stack(keras.layers.Layer):
+class T5Stack(Seq2SeqStack):
     """T5's encoder (`decoder=False`) or decoder stack: dropout on the token vectors,
     the blocks sharing one `RelativePositionBias` (bidirectional buckets in the
     encoder, causal in the decoder), a final RMSNorm and dropout."""
 
-    def __init__(self, config: T5Config, decoder: bool = False, **kwargs):
-        super().__init__(**kwargs)
-        if isinstance(config, dict):
-            config = T5Config.from_dict(config)
-        self.config, self.is_decoder = config, decoder
-        c = config
+    config_class = T5Config
+
+    def __init__(self, config: T5Config | dict, decoder: bool = False, **kwargs):
+        super().__init__(config, decoder, **kwargs)
+        c = self.config
         factor = c.initializer_factor
         self.position_bias = RelativePositionBias(
             c.num_heads, c.relative_attention_num_buckets, c.relative_attention_max_distance,
@@ -84,12 +83,6 @@ class T5Stack(keras.layers.Layer):
                                    encoder_padding_mask, training, position_bias=bias)
         return self.final_norm(x), new
 
-    def compute_output_spec(self, x, *args, **kwargs):
-        return keras.KerasTensor(x.shape, dtype=self.compute_dtype)
-
-    def get_config(self):
-        return {**super().get_config(), "config": self.config.to_dict(),
-                "decoder": self.is_decoder}
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -114,24 +107,16 @@ class T5Seq2SeqLM(Seq2SeqLM):
             c.vocab_size, c.hidden_size,
             embeddings_initializer=keras.initializers.RandomNormal(stddev=factor),
             dtype=dtype, name="token_embedding")
-        encoder = T5Stack(c, decoder=False, dtype=dtype, name="encoder")
-        decoder = T5Stack(c, decoder=True, dtype=dtype, name="decoder")
+        stacks = (T5Stack(c, decoder=False, dtype=dtype, name="encoder"),
+                  T5Stack(c, decoder=True, dtype=dtype, name="decoder"))
         lm_head = None if c.tie_word_embeddings else Dense(
             c.vocab_size, use_bias=False,
             kernel_initializer=keras.initializers.RandomNormal(stddev=factor),
             dtype=dtype, name="lm_head")
-        inputs = self.model_inputs()
-        encoded = encoder(token_embedding(inputs["encoder_token_ids"]),
-                          inputs["encoder_padding_mask"])
-        decoded = decoder(token_embedding(inputs["decoder_token_ids"]),
-                          inputs["decoder_padding_mask"], encoded,
-                          inputs["encoder_padding_mask"])
-        logits = _logits(c, token_embedding, lm_head, decoded)
-        super().__init__(inputs=inputs, outputs={"logits": logits}, **kwargs)
-        self.config = c
-        self.token_embedding, self.encoder, self.decoder = token_embedding, encoder, decoder
+        super().__init__(c, token_embedding, *stacks,
+                         lambda decoded: _logits(c, token_embedding, lm_head, decoded),
+                         **kwargs)
         self.lm_head = lm_head
-        self.tokenizer = None  # set by from_pretrained, or by the user
 
     def _logits(self, x):
         return _logits(self.config, self.token_embedding, self.lm_head, x)

@@ -156,18 +156,15 @@ class T5Pretraining(PretrainRecipe):
         from kbert.models.t5 import T5Config, T5Seq2SeqLM
 
         lines = [t for t in texts() if t.strip()]
-        if args.init_from:
-            source = T5Seq2SeqLM.from_pretrained(args.init_from)
-            tokenizer, config = source.tokenizer, source.config
-            if tokenizer is None:
-                raise ValueError(f"--init_from {args.init_from}: no spiece.model (T5's "
-                                 "tokenizer)")
-        else:  # --from_scratch: a SentencePiece model learned from the text
+
+        def scratch():  # a SentencePiece model learned from the text
             from kbert.tokenizers.learn import learn_sentencepiece
             from kbert.tokenizers.t5 import T5Tokenizer
 
             tokenizer = T5Tokenizer(learn_sentencepiece(lines, args.vocab_size))
-            config = T5Config.preset("tiny", vocab_size=tokenizer.vocab_size)
+            return tokenizer, T5Config.preset("tiny", vocab_size=tokenizer.vocab_size)
+
+        tokenizer, config = self.tokenizer_and_config(args, T5Seq2SeqLM, scratch)
         length = args.max_seq_length
         data = span_corruption_dataset(lines, tokenizer, length, args.train_batch_size,
                                        seed=args.seed)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import keras
 
-from kbert.layers.heads import ClassifierHead
+from kbert.layers.heads import ClassifierHead, classifier_model
 
 
 def build_classifier(encoder, num_labels: int, regression: bool = False) -> keras.Model:
@@ -23,8 +23,4 @@ def build_classifier(encoder, num_labels: int, regression: bool = False) -> kera
     head = ClassifierHead(1 if regression else num_labels, encoder.dropout_rate,
                           encoder.initializer_range, name="classifier")
     out = head(pooled)
-    if regression:
-        return keras.Model(inputs, {"score": keras.layers.Reshape((), name="score")(out)},
-                           name=f"{encoder.family}_regressor")
-    return keras.Model(inputs, {"logits": keras.layers.Identity(name="logits")(out)},
-                       name=f"{encoder.family}_classifier")
+    return classifier_model(inputs, out, regression, encoder.family)
