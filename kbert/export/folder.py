@@ -38,13 +38,18 @@ def weights_only(model: keras.Model) -> keras.Model:
     return clone
 
 
-def save_task_folder(path: str, model: keras.Model, tokenizer, task: str, **settings) -> None:
-    """Writes model, tokenizer and task settings into `path`, each file atomically."""
+def save_task_folder(path: str, model: keras.Model, tokenizer, task: str,
+                     encoder_folder: str | None = None, **settings) -> None:
+    """Writes model, tokenizer and task settings into `path`, each file atomically;
+    with `encoder_folder` (a name inside `path`), also the fine-tuned encoder alone, a
+    model folder its family's `from_pretrained` reads (SQuAD's `encoder/`)."""
     if task not in TASKS:
         raise ValueError(f"task {task!r}: expected one of {TASKS}")
     from kbert.models.interface import find_encoder
 
     encoder = find_encoder(model)
+    if encoder_folder:
+        encoder.save_pretrained(os.path.join(path, encoder_folder), tokenizer=tokenizer)
     family = encoder.family if encoder is not None else getattr(tokenizer, "family", "")
     os.makedirs(path, exist_ok=True)
     tokenizer.save_pretrained(path)

@@ -52,7 +52,6 @@ class ClassifierHead(keras.layers.Layer):
                 "dropout": self.rate, "initializer_range": self.initializer_range}
 
 
-@keras.saving.register_keras_serializable(package="kbert")
 def classifier_model(inputs, out, regression: bool, family: str) -> keras.Model:
     """A sequence classifier over `inputs` from its head's output `out` [B, labels]: the
     output the task commands, exports and task folders read, `score` [B] for a
@@ -65,6 +64,7 @@ def classifier_model(inputs, out, regression: bool, family: str) -> keras.Model:
                        name=f"{family}_classifier")
 
 
+@keras.saving.register_keras_serializable(package="kbert")
 class TanhClassifierHead(keras.layers.Layer):
     """Dropout, a dense layer with tanh, dropout, and the output layer (float32
     outputs): `RobertaClassificationHead` (on the `<s>` state of the sequence output,

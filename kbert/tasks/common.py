@@ -54,36 +54,46 @@ def _scratch_hook(family, hook: str):
     return make
 
 
-def build_tokenizer(texts, *, init_from: str | None = None, family: str | None = None,
+def run_family(args, trained: str | None = None) -> registry.Family:
+    """The family a run uses, worked out once: --model's, else the --init_from folder's,
+    else that of `trained` (the model folder a --do_train run left, for --do_predict
+    alone) where it holds one, else the registry's default (from scratch)."""
+    if getattr(args, "model", None):
+        return registry.get_family(args.model)
+    for folder in (getattr(args, "init_from", None), trained):
+        if folder and os.path.isdir(folder):
+            return registry.family_of_folder(folder)
+    return registry.get_family(registry.DEFAULT_FAMILY)
+
+
+def build_tokenizer(texts, *, family: registry.Family, init_from: str | None = None,
                     lowercase: bool | None = None, default_lowercase: bool = True,
                     vocab_size: int = 8000, seq_length: int = 128) -> Tokenizer:
     """The tokenizer of the model folder `init_from` (any registered family), or, from
-    scratch, the `scratch_tokenizer` of `family` (default: the registry's default
-    family, BERT: a WordPiece vocabulary of about `vocab_size` learned from `texts`).
-    `lowercase` overrides the folder's casing (None: the folder's, or
-    `default_lowercase` from scratch)."""
+    scratch, the `scratch_tokenizer` of `family` (the run's, `run_family`; BERT's: a
+    WordPiece vocabulary of about `vocab_size` learned from `texts`). `lowercase`
+    overrides the folder's casing (None: the folder's, or `default_lowercase` from
+    scratch)."""
     if init_from:
-        found = registry.family_of_folder(init_from)
         options = {"seq_length": seq_length}
         if lowercase is not None:
             options["lowercase"] = lowercase
-        return found.tokenizer_class.from_pretrained(init_from, **options)
-    make = _scratch_hook(registry.get_family(family or registry.DEFAULT_FAMILY),
-                         "scratch_tokenizer")
+        return family.tokenizer_class.from_pretrained(init_from, **options)
+    make = _scratch_hook(family, "scratch_tokenizer")
     return make(texts, lowercase=default_lowercase if lowercase is None else lowercase,
                 vocab_size=vocab_size, seq_length=seq_length)
 
 
-def build_encoder(tokenizer, *, init_from: str | None = None, preset: str = "demo",
-                  demo_config: dict | None = None, seq_length: int = 128,
-                  position_init: str = "normal"):
+def build_encoder(tokenizer, *, family: registry.Family, init_from: str | None = None,
+                  preset: str = "demo", demo_config: dict | None = None,
+                  seq_length: int = 128, position_init: str = "normal"):
     """The encoder of the model folder `init_from` (any registered family), or, from
-    scratch, a new one of the tokenizer's family (its `scratch_encoder` hook) of
-    `preset` ("demo": `demo_config`) sized to the tokenizer's vocabulary, whose
-    position embeddings start as `position_init` says ("normal" or "sinusoidal")."""
+    scratch, a new one of `family` (the run's; its `scratch_encoder` hook) of `preset`
+    ("demo": `demo_config`) sized to the tokenizer's vocabulary, whose position
+    embeddings start as `position_init` says ("normal" or "sinusoidal")."""
     if init_from:
-        return registry.family_of_folder(init_from).encoder_class.from_pretrained(init_from)
-    make = _scratch_hook(registry.family_of(tokenizer), "scratch_encoder")
+        return family.encoder_class.from_pretrained(init_from)
+    make = _scratch_hook(family, "scratch_encoder")
     return make(tokenizer, preset=preset, demo_config=demo_config, seq_length=seq_length,
                 position_init=position_init)
 
@@ -197,18 +207,18 @@ def best_model(args, evaluate, metrics: list[str], steps_per_loop: int,
         resume=training.latest_step(options["checkpoint_dir"]) is not None)
 
 
-def tokenizer_options(args, default_lowercase: bool = True) -> dict:
-    """`build_tokenizer`'s arguments from the model flags."""
-    return dict(init_from=args.init_from, family=getattr(args, "model", None),
+def tokenizer_options(args, family, default_lowercase: bool = True) -> dict:
+    """`build_tokenizer`'s arguments from the model flags (`family`: the run's)."""
+    return dict(init_from=args.init_from, family=family,
                 default_lowercase=default_lowercase,
                 lowercase=None if args.do_lower_case is None else bool(args.do_lower_case),
                 vocab_size=args.vocab_size, seq_length=args.max_seq_length)
 
 
-def encoder_options(args, demo_config: dict) -> dict:
-    """`build_encoder`'s arguments from the model flags."""
-    return dict(init_from=args.init_from, preset=args.preset, demo_config=demo_config,
-                seq_length=args.max_seq_length,
+def encoder_options(args, demo_config: dict, family) -> dict:
+    """`build_encoder`'s arguments from the model flags (`family`: the run's)."""
+    return dict(init_from=args.init_from, family=family, preset=args.preset,
+                demo_config=demo_config, seq_length=args.max_seq_length,
                 position_init=getattr(args, "position_init", "normal"))
 
 

@@ -121,17 +121,16 @@ def trim_batch(multiple: int):
     return trim
 
 
-def fine_tune(args, lm_class, make_data, examples: int, log_name: str):
+def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str):
     """The --init_from encoder-decoder trained on the arrays `make_data(model) -> (x, y)`
     as the training flags say (batch, epochs, learning rate with warmup and linear
-    decay, checkpoints, resumption), under --strategy; batches trimmed of the padding
+    decay, checkpoints, resumption), under the command's `runtime` (--strategy); batches trimmed of the padding
     all their rows share (`trim_batch`; --trim_padding's multiple, 32 where the command
     has no such flag; off on TPUs and with several workers). Returns the model and
     {"epoch", "step"} of its weights."""
     from kbert.models.metrics import Perplexity, lm_loss
     from kbert.tasks.common import fit_and_finish, trim_multiple
 
-    runtime = training.Runtime.from_flags(args)
     batch = args.train_batch_size
     total_steps, steps_per_loop = training.whole_loops(
         training.train_steps(args, examples, batch), args.steps_per_loop,

@@ -16,7 +16,7 @@ from kbert.export.folder import export_variant, load_task_folder, save_task_fold
 from kbert.io import atomic_file
 from kbert.models import registry
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
-                                encoder_options, fit_and_finish, loop_steps,
+                                encoder_options, fit_and_finish, loop_steps, run_family,
                                 tokenizer_options, trim_multiple, write_results)
 from kbert.tasks.glue.data import dev_source, load_dataset, load_own_files
 from kbert.tasks.glue.metrics import compute_metrics
@@ -204,23 +204,23 @@ def run(args) -> dict:
         from kbert.tasks.glue import prompting
 
         return prompting.run(args, task, train, dev, test, write_submission)
-    from kbert.tasks import text_to_text
-
-    if text_to_text.is_text_to_text(args.init_from):  # T5: labels as words, decoded
+    family = run_family(args)  # once, for the run
+    if family.hook("glue_text") is not None and args.init_from and os.path.isdir(
+            args.init_from):  # T5: labels as words, decoded
         if ax_file:
             from kbert.tasks.glue.data import read_tsv
 
             test = {**test, "ax": read_tsv(get_task("ax"), ax_file, "test")}
         from kbert.tasks.glue.text_to_text import run_glue
 
-        return run_glue(args, task, train, dev, test, write_submission)
+        return run_glue(args, runtime, family, task, train, dev, test, write_submission)
     if not train:
         raise SystemExit(f"GLUE {task.name}: the training split is empty")
     logger.info("GLUE %s: %d training examples; %s", task.name, len(train),
                 ", ".join(f"{s} {len(v)}" for s, v in {**dev, **test}.items()))
 
     tokenizer = build_tokenizer([e.text_a for e in train] + [e.text_b for e in train if e.text_b],
-                                **tokenizer_options(args))
+                                **tokenizer_options(args, family))
     own = _hook(tokenizer, "glue_tokenizer")
     if own is not None:  # a family's own input format (GPT's task tokens)
         tokenizer = own(tokenizer, task)
@@ -254,7 +254,7 @@ def run(args) -> dict:
         loss = {"logits": keras.losses.SparseCategoricalCrossentropy(from_logits=True)}
         metrics = {"logits": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]}
     def make_model():
-        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
+        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG, family))
         if getattr(args, "freeze_encoder", False):  # the head alone learns
             encoder.trainable = False
         return adapt(build_model(encoder, task, tokenizer, getattr(args, "lstm_units", None),

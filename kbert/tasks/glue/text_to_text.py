@@ -9,7 +9,6 @@ import logging
 import os
 
 from kbert.io import atomic_file
-from kbert.models import registry
 from kbert.tasks.common import write_results
 from kbert.tasks.glue.data import dev_source
 from kbert.tasks.glue.metrics import compute_metrics
@@ -20,11 +19,11 @@ from kbert.tasks.text_to_text import (features, fine_tune, generate_texts, save_
 logger = logging.getLogger(__name__)
 
 
-def run_glue(args, task, train, dev: dict, test: dict, write_submission) -> dict:
+def run_glue(args, runtime, family, task, train, dev: dict, test: dict,
+             write_submission) -> dict:
     """GLUE (or the user's own files) as text to text with the --init_from family's
-    formats: fine-tune, predict dev (metrics) and test (submission files), with each
-    split's outputs in OUTPUT_DIR/<split>_outputs.jsonl."""
-    family = registry.family_of_folder(args.init_from)
+    (`family`, the run's; `runtime`: the command's) formats: fine-tune, predict dev (metrics) and test
+    (submission files), with each split's outputs in OUTPUT_DIR/<split>_outputs.jsonl."""
     text, target, label_of = (family.hook(h) for h in ("glue_text", "glue_target",
                                                          "glue_label"))
     if not train:
@@ -36,8 +35,8 @@ def run_glue(args, task, train, dev: dict, test: dict, write_submission) -> dict
     words = targets if task.is_regression else [target(task, label) for label in task.labels]
     out_length = target_length(tokenizer, words + targets)
     model, trained = fine_tune(
-        args, lm_class, lambda lm: features(lm, tokenizer, inputs, targets,
-                                            args.max_seq_length, out_length),
+        args, runtime, lm_class,
+        lambda lm: features(lm, tokenizer, inputs, targets, args.max_seq_length, out_length),
         len(train), f"GLUE {task.name}")
 
     seen = {}  # the first split's inputs and outputs: the export's check

@@ -13,7 +13,7 @@ from kbert.export.folder import export_variant, save_task_folder
 from kbert.io import atomic_file
 from kbert.models import registry
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
-                                encoder_options, fit_and_finish, loop_steps,
+                                encoder_options, fit_and_finish, loop_steps, run_family,
                                 tokenizer_options, trim_multiple, write_results)
 from kbert.tasks.ner.data import labels_of, load_tfds, read_ner_file, unseen_entity_types
 from kbert.tasks.ner.evaluate import evaluate
@@ -102,8 +102,9 @@ def run(args) -> dict:
                     args.dev_file or "(TFDS validation)", ", ".join(unseen))
     labels = labels_of(train + data.get("dev", []))
     # NER keeps case unless told otherwise (capitals mark names).
+    family = run_family(args)  # once, for the run
     tokenizer = build_tokenizer([" ".join(s.words) for s in train],
-                                **tokenizer_options(args, default_lowercase=False))
+                                **tokenizer_options(args, family, default_lowercase=False))
     seq = args.max_seq_length
     specials = tokenizer.special_tokens[0]
     features = make_features(tokenizer, [s.words for s in train], seq,
@@ -123,7 +124,7 @@ def run(args) -> dict:
     ds = training.finalize_dataset(ds, batch, training=True, seed=args.seed, trim=trim,
                                    trim_labels=True)
     def make_model():
-        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
+        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG, family))
         prepare_encoder(encoder, args.mode)  # frozen pooler, or frozen encoder (feature)
         return adapt(build_model(encoder, labels, args.mode, args.layers, args.lstm_units),
                      args)

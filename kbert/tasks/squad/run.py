@@ -13,9 +13,8 @@ from kbert import training
 from kbert.export import export_squad
 from kbert.export.folder import export_variant, load_task_folder, save_task_folder
 from kbert.io import write_json
-from kbert.models.interface import find_encoder
 from kbert.tasks.common import (adapt, best_model, build_encoder, build_tokenizer,
-                                encoder_options, fit_and_finish, loop_steps,
+                                encoder_options, fit_and_finish, loop_steps, run_family,
                                 tokenizer_options, write_results)
 from kbert.tasks.squad.data import load_json, read_squad, squad_source
 from kbert.tasks.squad.evaluate import evaluate
@@ -108,18 +107,31 @@ def _load_tfds(version_2, data_dir=None):
 def run(args) -> dict:
     """Trains and evaluates as the flags say (run_squad.py's --do_train and
     --do_predict: both by default); returns the official metrics ({} without
-    prediction)."""
+    prediction). The run's family, worked out once, picks its road: span extraction
+    (`run_spans`), or text to text for a family with the `squad_text` hooks (T5:
+    `kbert.tasks.squad.text_to_text.run_squad`)."""
     runtime = training.Runtime.from_flags(args)  # first: it may configure the runtime
     keras.utils.set_random_seed(args.seed)
     os.makedirs(args.output_dir, exist_ok=True)
-    train_examples, dev_examples, dev_json = load_data(args)
-    from kbert.tasks import text_to_text
+    data = load_data(args)
+    model_dir = os.path.join(args.output_dir, "model")  # a text-to-text run's model
+    family = run_family(args, None if args.do_train else model_dir)
+    text_road = family.hook("squad_text") is not None and os.path.isdir(
+        args.init_from if args.do_train else model_dir)
+    road = _text_road() if text_road else run_spans
+    return road(args, runtime, family, *data)
 
-    if text_to_text.is_text_to_text(args.init_from if args.do_train
-                                    else os.path.join(args.output_dir, "model"), "squad_text"):
-        from kbert.tasks.squad.text_to_text import run_squad
 
-        return run_squad(args, train_examples, dev_examples, dev_json)
+def _text_road():
+    from kbert.tasks.squad.text_to_text import run_squad
+
+    return run_squad
+
+
+def run_spans(args, runtime, family, train_examples, dev_examples, dev_json) -> dict:
+    """SQuAD by span extraction (BERT's run_squad.py): an encoder of `family` with a
+    span head, trained on the windows (--do_train) and scored by the official script
+    (--do_predict); the task folder, `encoder/` and the `squad` export written."""
     feature_args = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
                         max_query_length=args.max_query_length)
     settings = dict(max_seq_length=args.max_seq_length, doc_stride=args.doc_stride,
@@ -128,11 +140,10 @@ def run(args) -> dict:
                     version_2_with_negative=args.version_2_with_negative,
                     null_score_diff_threshold=args.null_score_diff_threshold)
     if args.do_train:
-        model, tokenizer, trained = train(args, runtime, train_examples, feature_args,
-                                 (dev_examples, dev_json) if args.do_predict else None)
-        encoder = find_encoder(model)
-        encoder.save_pretrained(os.path.join(args.output_dir, "encoder"), tokenizer=tokenizer)
-        save_task_folder(args.output_dir, model, tokenizer, "squad", **settings)
+        model, tokenizer, trained = train(args, runtime, family, train_examples, feature_args,
+                                          (dev_examples, dev_json) if args.do_predict else None)
+        save_task_folder(args.output_dir, model, tokenizer, "squad", encoder_folder="encoder",
+                         **settings)
     else:  # --do_predict alone: the model a --do_train run left in --output_dir
         (task, model, tokenizer, _), trained = load_task_folder(args.output_dir), None
         if task != "squad":
@@ -187,13 +198,13 @@ def dev_scorer(args, tokenizer, dev_examples, dev_json, feature_args):
     return score
 
 
-def train(args, runtime, train_examples, feature_args, dev=None):
+def train(args, runtime, family, train_examples, feature_args, dev=None):
     """Tokenizer (from --init_from or learned), windows, and the fine-tuned span model;
-    `dev` (examples, JSON) for --eval_strategy. Returns the model, the tokenizer and
-    {"epoch", "step"} of the model's weights."""
+    `dev` (examples, JSON) for --eval_strategy; `family`: the run's. Returns the model,
+    the tokenizer and {"epoch", "step"} of the model's weights."""
     tokenizer = build_tokenizer([e.context for e in train_examples]
                                 + [e.question for e in train_examples],
-                                **tokenizer_options(args))
+                                **tokenizer_options(args, family))
     train_features = convert_examples(train_examples, tokenizer, is_training=True,
                                       **feature_args)
     if not train_features:
@@ -213,7 +224,7 @@ def train(args, runtime, train_examples, feature_args, dev=None):
     losses, weights = span_losses()
 
     def make_model():
-        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG))
+        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG, family))
         # The span head never reads the pooler: frozen, it gets no missing gradient.
         encoder.set_pooler_trainable(False)
         return adapt(build_model(encoder), args)
