@@ -44,8 +44,10 @@ demo-pretrain: $(VENV)/.base
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), a test file per process at a time
 # so that module fixtures are built once: the CPU count, at most 4 (2 on a 2-core CI).
+# Files go to the workers heaviest first (tests/file_seconds.json, measured; see
+# tests/conftest.py), not xdist's default order by test count (#54).
 TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, os.cpu_count() or 1))")
-PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # Everything but `slow` (the default addopts): units, parity, end-to-end trainings and
 # fresh-process tests.

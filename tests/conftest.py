@@ -126,3 +126,44 @@ def write_untrained_elmo(folder) -> str:
     lm(kbert.ELMoCharTokenizer(16)(["a"]))
     lm.save_pretrained(folder)
     return str(folder)
+
+
+def run_cli(main, argv, capsys):
+    """A command's `main(argv)` run in this process, where the command, not the process,
+    is what a test is about (#54: a fresh Python costs seconds of imports): (exit status,
+    stdout, stderr), as `subprocess.run` would give them."""
+    import sys
+
+    capsys.readouterr()
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:
+        code = e.code
+        if isinstance(code, str):  # Python prints such a message and exits 1
+            print(code, file=sys.stderr)
+            code = 1
+    out, err = capsys.readouterr()
+    return (0 if code is None else code), out, err
+
+
+def pytest_collection_modifyitems(config, items):
+    """Test files heaviest first, by the seconds each took in a measured run
+    (tests/file_seconds.json, written by tests/file_seconds.py; a file not in it counts
+    as the median): with `--dist loadfile --no-loadscope-reorder` the workers take files
+    in this order, so the last ones are small and neither worker waits long for the
+    other (#54). The tests of a file keep their order."""
+    import json
+
+    table = os.path.join(os.path.dirname(__file__), "file_seconds.json")
+    if not os.path.exists(table):
+        return
+    with open(table, encoding="utf-8") as f:
+        seconds = json.load(f)
+    known = sorted(seconds.values())
+    median = known[len(known) // 2] if known else 0.0
+
+    def cost(item):
+        path = os.path.relpath(str(item.path), os.path.dirname(os.path.dirname(__file__)))
+        return -seconds.get(path.replace(os.sep, "/"), median)
+
+    items.sort(key=cost)  # stable: a file's tests keep their order

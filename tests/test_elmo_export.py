@@ -63,21 +63,19 @@ def test_stateful_models_are_not_exported(tmp_path):
         export_elmo(model, kbert.ELMoCharTokenizer(12), str(tmp_path / "x" / "1"))
 
 
-def test_export_command_from_a_bilm_tf_folder(tmp_path):
-    import os
-    import subprocess
-    import sys
+def test_export_command_from_a_bilm_tf_folder(tmp_path, capsys):
 
     from test_elmo import VARIANTS, _write_folder
 
     config = kbert.ELMoConfig(**VARIANTS["skip-relu-proj"])
     _write_folder(tmp_path / "elmo", config)
     export = tmp_path / "serving" / "elmo" / "1"
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir",
-                           str(tmp_path / "elmo"), "--task", "elmo", "--export_dir",
-                           str(export), "--no_check"], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "PYTHONPATH": root})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    from kbert.export.__main__ import main as export_main
+    from tests.conftest import run_cli
+
+    code, _, stderr = run_cli(export_main, ["--model_dir", tmp_path / "elmo", "--task",
+                                            "elmo", "--export_dir", export, "--no_check"],
+                              capsys)
+    assert code == 0, stderr[-3000:]
     fresh = run_c_loader(str(export), [{"text": ["a b c", ""]}])
     assert fresh["results"][0]["elmo"]["shape"] == [2, 3, 12]

