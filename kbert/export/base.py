@@ -1,6 +1,13 @@
 """What every SavedModel exporter shares: the serving module with the tokenizer's
 assets, the sequence-length check against the encoder, and the atomic save with
-warmup requests and the op check."""
+warmup requests and the op check.
+
+Each signature is traced once. The exporters' `tf.function`s run with autograph off
+(their graph code has no tensor-dependent Python control flow; converting its source
+took about half of a small classifier export's seconds), and they are not attributes
+of the saved module: `tf.saved_model.save` traces every `tf.function` attribute of the
+objects it saves again, in its own context, and writes each into the export beside the
+signatures that already hold its graph (a small classifier export: 12 s -> 4.7 s)."""
 
 from __future__ import annotations
 
@@ -157,9 +164,8 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
     `assets.extra/kbert_limits.json` records)."""
     export_dir = os.fspath(export_dir)
     if raw_outputs is not None:
-        module.token_ids = token_ids_signature(module.tokenizer, raw_outputs,
-                                               raw_input_names)
-        extra_signatures = {**(extra_signatures or {}), "token_ids": module.token_ids}
+        extra_signatures = {**(extra_signatures or {}), "token_ids": token_ids_signature(
+            module.tokenizer, raw_outputs, raw_input_names)}
     functions = {"serving_default": signature, **(extra_signatures or {})}
     limits = {"max_request_bytes": int(max_request_bytes)}
     parts = ExportParts(module, {name: guards.guard(function, max_request_bytes)
@@ -267,7 +273,7 @@ def token_ids_signature(tokenizer, raw_outputs, names=None):
               else [None, None] for name in names}
 
     @tf.function(input_signature=[{name: tf.TensorSpec(shapes[name], tf.int32, name=name)
-                                   for name in names}])
+                                   for name in names}], autograph=False)
     def token_ids(inputs):
         with tf.control_dependencies(check_token_inputs(inputs, vocab_size)):
             inputs = {k: tf.identity(v) for k, v in inputs.items()}

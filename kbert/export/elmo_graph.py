@@ -72,11 +72,10 @@ def export_elmo(model, tokenizer, export_dir: str, mix: ScalarMix | None = None,
         mix([tf.zeros([1, 1, model.hidden_size])] * (model.num_layers + 1))
     module = ServingModule(model, tokenizer, mix)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def serve(text):
         return elmo_outputs(model, tokenizer, mix, text)
 
-    module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
                        max_request_bytes=max_request_bytes,

@@ -80,7 +80,7 @@ def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
     module = ServingModule(pretrainer, tokenizer)
     module.vocabulary = tf.constant(vocab)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def serve(text):
         x = fill_mask_inputs(tokenizer, text, seq_length)
         count = x.pop("mask_count")
@@ -91,7 +91,6 @@ def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
         probabilities = tf.where(real[:, :, None], probabilities, 0.0)
         return {"tokens": tokens, "probabilities": probabilities, "mask_count": count}
 
-    module.serve = serve
     samples = [t.replace(MASK, tokenizer.mask_token) for t in SAMPLES]
     warmup = [{"text": [t]} for t in samples] + [{"text": samples}]
     # token_ids: the pretrainer's own inputs (with `masked_lm_positions` [b, masks]) in,

@@ -148,7 +148,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
             lengths = lengths[:, 0]
         return tokens, lengths
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def serve(prompt):
         _, dense, mask, _ = prepare(prompt)
         tokens, lengths = decode(dense, mask)
@@ -157,7 +157,8 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         return {"text": _cut_at_stop(text, stop_strings)}
 
     @tf.function(input_signature=[{name: tf.TensorSpec([None, None], tf.int32, name=name)
-                                   for name in ("padding_mask", "token_ids")}])
+                                   for name in ("padding_mask", "token_ids")}],
+                 autograph=False)
     def token_ids(inputs):
         mask = tf.cast(inputs["padding_mask"] != 0, tf.int32)
         counts = tf.reduce_sum(mask, axis=1)
@@ -174,9 +175,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         kept = tf.sequence_mask(lengths, tf.shape(tokens)[1], tf.int32)
         return {"token_ids": tokens * kept, "num_tokens": lengths}
 
-    module.serve = serve
-    module.token_ids = token_ids
-    module.generate = _per_request_signature(
+    generate = _per_request_signature(
         lm, tokenizer, caps, stop_ids, stop_strings, prepare,
         generation.BeamSearch(None, float(length_penalty), early_stopping))
     logger.info("generate export %s: %s", export_dir, caps_line(caps))
@@ -185,8 +184,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                        max_request_bytes=max_request_bytes,
                        extra_files={SETTINGS_FILE: json.dumps(settings, indent=2,
                                                               sort_keys=True)},
-                       extra_signatures={"generate": module.generate,
-                                         "token_ids": module.token_ids})
+                       extra_signatures={"generate": generate, "token_ids": token_ids})
 
 
 def _prompt_preparation(lm, tokenizer, max_new_tokens: int):
@@ -245,7 +243,7 @@ def _per_request_signature(lm, tokenizer, caps: dict, stop_ids, stop_strings, pr
         ("repetition_penalty", tf.float32), ("no_repeat_ngram_size", tf.int32),
         ("min_new_tokens", tf.int32), ("num_beams", tf.int32))]
 
-    @tf.function(input_signature=spec)
+    @tf.function(input_signature=spec, autograph=False)
     def per_request(prompt, max_new_tokens, temperature, top_k, top_p, seed,
                     repetition_penalty, no_repeat_ngram_size, min_new_tokens, num_beams):
         rows = tf.shape(prompt)[0]

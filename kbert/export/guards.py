@@ -80,7 +80,10 @@ def guard(function, max_request_bytes: int = MAX_REQUEST_BYTES):
                 total], name="check_request_bytes")] if strings else []
         with tf.control_dependencies(checks):
             rows = tf.shape(flat[0])[0] if flat_specs[0].shape.rank else tf.constant(1)
-        return tf.cond(rows > 0, lambda: function(*call_args, **call_kwargs),
+        # The function traced above, not `function`: tf.saved_model.save traces the
+        # guarded signature again in its own context, where calling `function` would
+        # trace the whole signature (tokenizer, model, decoding loop) a second time.
+        return tf.cond(rows > 0, lambda: concrete(*call_args, **call_kwargs),
                        lambda: _empty_outputs(outputs))
 
     # autograph off: the checks need none, and converting the signatures it calls

@@ -111,14 +111,13 @@ def export_ner(model, tokenizer, export_dir: str, labels, *, seq_length: int = 1
     check_seq_length(model, seq_length)
     module = ServingModule(model, tokenizer)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def serve(text):
         inputs, info = ner_windows(tokenizer, text, seq_length)
         logits = model(inputs, training=False)["logits"]
         return ner_entities(tf.argmax(logits, axis=-1, output_type=tf.int32), info, text,
                             labels)
 
-    module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
     return save_export(module, serve, export_dir, warmup, serving_version,
                        max_request_bytes=max_request_bytes,

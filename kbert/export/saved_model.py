@@ -69,20 +69,20 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
     spec = tf.TensorSpec([None], tf.string)
     if pair:
         signature = tf.function(lambda text, text_b: serve(text, text_b),
-                                input_signature=[spec, spec])
+                                input_signature=[spec, spec], autograph=False)
         warmup = [{"text": [a], "text_b": [b]} for a, b in SAMPLE_QUESTIONS]
         warmup.append({"text": SAMPLE_TEXTS, "text_b": SAMPLE_TEXTS[::-1]})
     else:
-        signature = tf.function(lambda text: serve(text), input_signature=[spec])
+        signature = tf.function(lambda text: serve(text), input_signature=[spec],
+                                autograph=False)
         warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
-    module.serve = signature
-    module.from_examples = _example_signature(serve, pair, regression, module)
+    from_examples = _example_signature(serve, pair, regression, module)
     name, method = ("regress", REGRESS_METHOD) if regression else ("classify",
                                                                    CLASSIFY_METHOD)
     output = "score" if regression else "logits"
     return save_export(module, signature, export_dir, warmup, serving_version,
                        max_request_bytes=max_request_bytes,
-                       extra_signatures={name: module.from_examples},
+                       extra_signatures={name: from_examples},
                        method_names={name: method},
                        raw_outputs=lambda x: {output: float_output(model, x, output)},
                        raw_input_names=list(tokenizer(["a"], ["b"] if pair else None,
@@ -95,7 +95,8 @@ def _example_signature(serve, pair: bool, regression: bool, module):
     if pair:
         features["text_b"] = tf.io.FixedLenFeature([], tf.string)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="inputs")],
+                 autograph=False)
     def from_examples(inputs):
         parsed = tf.io.parse_example(inputs, features)
         out = serve(parsed["text"], parsed.get("text_b"))
@@ -117,14 +118,13 @@ def export_embeddings(encoder, tokenizer, export_dir: str, *, seq_length: int = 
     check_seq_length(encoder, seq_length)
     module = ServingModule(encoder, tokenizer)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)], autograph=False)
     def serve(text):
         out = encoder.features(tokenizer(text, seq_length=seq_length), training=False)
         return {"pooled_output": tf.cast(out["pooled_output"], tf.float32),
                 "sequence_output": tf.cast(out["sequence_output"], tf.float32),
                 "padding_mask": tf.cast(out["padding_mask"], tf.int32)}
 
-    module.serve = serve
     warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
 
     def raw(inputs):
@@ -159,7 +159,7 @@ def export_squad(model: keras.Model, tokenizer, export_dir: str, *, max_seq_leng
     check_seq_length(model, max_seq_length)
     module = ServingModule(model, tokenizer)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2)
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)] * 2, autograph=False)
     def serve(question, context):
         inputs, info = squad_windows(tokenizer, question, context, max_seq_length,
                                      doc_stride, max_query_length)
@@ -169,7 +169,6 @@ def export_squad(model: keras.Model, tokenizer, export_dir: str, *, max_seq_leng
                              version_2_with_negative=version_2_with_negative,
                              null_score_diff_threshold=null_score_diff_threshold)
 
-    module.serve = serve
     warmup = [{"question": [q], "context": [c]} for q, c in SAMPLE_QUESTIONS]
     warmup.append({"question": [q for q, _ in SAMPLE_QUESTIONS],
                    "context": [c for _, c in SAMPLE_QUESTIONS]})

@@ -19,7 +19,10 @@ class Held:
     """Python containers kept on a tokenizer (a `tf.Module`) outside TensorFlow's object
     tracking: a 50,000-entry vocabulary dict assigned to a tf.Module attribute is wrapped
     entry by entry (about a second for GPT-2's), and nothing of it is saved by a
-    SavedModel (the tables built from it are)."""
+    SavedModel (the tables built from it are). The compiled functions of eager calls
+    (`self._eager`) are held so too: a `tf.function` attribute of a tracked object is
+    traced again by `tf.saved_model.save` and written into every export, which never
+    calls it (its signatures trace the graph code itself)."""
 
     def __init__(self, **values):
         self.__dict__.update(values)
@@ -50,10 +53,10 @@ class Tokenizer(tf.Module):
     def tokenize(self, texts) -> tf.RaggedTensor:
         """int RaggedTensor [batch_size, (tokens)] of ids, no special tokens. Default: the
         subclass's graph code `_tokenize(texts)`, an eager call through its compiled
-        function `_compiled_tokenize` (one call instead of dozens of eager ops)."""
+        function `self._eager.tokenize` (one call instead of dozens of eager ops)."""
         texts = self.as_batch(texts)
         if tf.executing_eagerly():
-            return self._compiled_tokenize(texts)
+            return self._eager.tokenize(texts)
         return self._tokenize(texts)
 
     def tokenize_with_offsets(self, texts):

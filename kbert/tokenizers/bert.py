@@ -28,7 +28,7 @@ import tensorflow_text as tf_text
 from kbert import hub
 from kbert.io import read_json
 from kbert.tokenizers import packing, unicode_tables
-from kbert.tokenizers.base import Tokenizer
+from kbert.tokenizers.base import Held, Tokenizer
 
 MAX_CHARS_PER_WORD = 200  # max_input_chars_per_word of Google's WordpieceTokenizer
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
@@ -111,15 +111,16 @@ class BertTokenizer(Tokenizer):
         # no tensor-dependent Python control flow, so autograph (which took most of
         # the first call's seconds converting the source) is off.
         text_spec, int_spec = tf.TensorSpec([None], tf.string), tf.TensorSpec([], tf.int64)
-        self._compiled_tokenize = tf.function(
-            self._tokenize_with_offsets, input_signature=[text_spec], autograph=False)
-        self._compiled_ids = tf.function(
-            self._tokenize_ids, input_signature=[text_spec], autograph=False)
-        self._compiled_encode_single = tf.function(
-            lambda a, n: self._encode(a, None, n), input_signature=[text_spec, int_spec],
-            autograph=False)
-        self._compiled_encode_pair = tf.function(
-            self._encode, input_signature=[text_spec, text_spec, int_spec], autograph=False)
+        self._eager = Held(
+            tokenize=tf.function(self._tokenize_with_offsets, input_signature=[text_spec],
+                                 autograph=False),
+            ids=tf.function(self._tokenize_ids, input_signature=[text_spec],
+                            autograph=False),
+            encode_single=tf.function(lambda a, n: self._encode(a, None, n),
+                                      input_signature=[text_spec, int_spec], autograph=False),
+            encode_pair=tf.function(self._encode,
+                                    input_signature=[text_spec, text_spec, int_spec],
+                                    autograph=False))
 
     # ---------------------------------------------------------------- properties
     @property
@@ -213,7 +214,7 @@ class BertTokenizer(Tokenizer):
         """
         texts = self.as_batch(texts)
         if tf.executing_eagerly():  # one compiled call instead of ~40 eager ops
-            return self._compiled_tokenize(texts)
+            return self._eager.tokenize(texts)
         return self._tokenize_with_offsets(texts)
 
     def _long_words_to_unk(self, words, ids):
@@ -267,7 +268,7 @@ class BertTokenizer(Tokenizer):
         """WordPiece ids, no special tokens: int64 RaggedTensor [batch_size, (tokens)]."""
         texts = self.as_batch(texts)
         if tf.executing_eagerly():
-            return self._compiled_ids(texts)
+            return self._eager.ids(texts)
         return self._tokenize_ids(texts)
 
     # ---------------------------------------------------------------- packing
@@ -327,8 +328,8 @@ class BertTokenizer(Tokenizer):
         # Eagerly, one compiled function per input arity, seq_length a tensor argument.
         length = tf.constant(seq_length, tf.int64)
         if texts_b is None:
-            return self._compiled_encode_single(texts, length)
-        return self._compiled_encode_pair(texts, texts_b, length)
+            return self._eager.encode_single(texts, length)
+        return self._eager.encode_pair(texts, texts_b, length)
 
     def _encode(self, texts, texts_b, seq_length):
         ids_b = None if texts_b is None else self._tokenize_ids(texts_b)

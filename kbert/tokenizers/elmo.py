@@ -17,7 +17,7 @@ import functools
 import tensorflow as tf
 
 from kbert.tokenizers import strings
-from kbert.tokenizers.base import Tokenizer
+from kbert.tokenizers.base import Held, Tokenizer
 
 BOS_CHAR, EOS_CHAR, BOW_CHAR, EOW_CHAR, PAD_CHAR = 256, 257, 258, 259, 260
 BOS_WORD, EOS_WORD = "<S>", "</S>"
@@ -61,9 +61,9 @@ class ELMoCharTokenizer(Tokenizer):
                              "room for the word marks and a byte")
         self.max_characters_per_token = int(max_characters_per_token)
         self._spaces = _space_class()
-        self._compiled = tf.function(self._encode,
-                                     input_signature=[tf.TensorSpec([None], tf.string)],
-                                     autograph=False)
+        self._eager = Held(encode=tf.function(
+            self._encode, input_signature=[tf.TensorSpec([None], tf.string)],
+            autograph=False))
 
     @property
     def vocab_size(self) -> int:
@@ -118,7 +118,7 @@ class ELMoCharTokenizer(Tokenizer):
             return {"char_ids": char_ids, "padding_mask": mask}
         texts = self.as_batch(texts)
         if tf.executing_eagerly():
-            return self._compiled(texts)
+            return self._eager.encode(texts)
         return self._encode(texts)
 
     def tokenize(self, texts) -> tf.RaggedTensor:

@@ -39,7 +39,7 @@ import tensorflow as tf
 from kbert import hub
 from kbert.io import read_json
 from kbert.tokenizers import gpt2_classes
-from kbert.tokenizers.base import Tokenizer
+from kbert.tokenizers.base import Held, Tokenizer
 from kbert.tokenizers.bpe import (HeldBpe, MergeTable, bpe_assets, bytes_to_unicode,
                                   merge_rounds, read_merges)  # noqa: F401 (read_merges: public here)
 from kbert.tokenizers.packing import pack_decoder
@@ -124,11 +124,11 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
             np.repeat(np.array(classes, np.int32), np.diff(list(starts) + [starts[-1] + 1])))
         self._build_word_cache(to_char)
         spec = tf.TensorSpec([None], tf.string)
-        self._compiled_tokenize = tf.function(self._tokenize, input_signature=[spec],
-                                              autograph=False)
-        self._compiled_encode = tf.function(
-            self._encode, input_signature=[spec, tf.TensorSpec([], tf.int64)],
-            autograph=False)
+        self._eager = Held(
+            tokenize=tf.function(self._tokenize, input_signature=[spec], autograph=False),
+            encode=tf.function(self._encode,
+                               input_signature=[spec, tf.TensorSpec([], tf.int64)],
+                               autograph=False))
 
     # ---------------------------------------------------------------- properties
     @property
@@ -343,7 +343,7 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
         if self.task_token_ids is not None:
             return self._encode_task(texts, texts_b, seq_length)
         if tf.executing_eagerly():
-            return self._compiled_encode(texts, tf.constant(seq_length, tf.int64))
+            return self._eager.encode(texts, tf.constant(seq_length, tf.int64))
         return self._encode(texts, seq_length)
 
     def _encode(self, texts, seq_length):

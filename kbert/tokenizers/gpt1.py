@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from kbert import hub
 from kbert.io import read_json
-from kbert.tokenizers.base import Tokenizer
+from kbert.tokenizers.base import Held, Tokenizer
 from kbert.tokenizers.bert import BertTokenizer
 from kbert.tokenizers.bpe import HeldBpe, MergeTable, bpe_assets, merge_rounds
 from kbert.tokenizers.task_tokens import TaskTokens, read_pair_format
@@ -61,9 +61,9 @@ class GPT1Tokenizer(HeldBpe, TaskTokens, Tokenizer):
         for token, i in ordered:
             strings[i] = token
         self._id_to_token = tf.constant(strings)
-        self._compiled_tokenize = tf.function(
+        self._eager = Held(tokenize=tf.function(
             self._tokenize, input_signature=[tf.TensorSpec([None], tf.string)],
-            autograph=False)
+            autograph=False))
 
     @property
     def vocab_size(self) -> int:
