@@ -316,8 +316,13 @@ def test_ctrl_c_then_the_same_command_resumes_to_the_same_predictions(tmp_path):
     assert whole.returncode == 0, whole.stderr[-2000:]
 
     out = tmp_path / "cut"
+    # The command as a terminal's foreground job runs it: SIGINT at its default. A shell
+    # starts a background job (`make test &`) with SIGINT ignored, and a child inherits
+    # the ignoring, so Python would install no KeyboardInterrupt handler and the Ctrl-C
+    # below would do nothing: the cause of this test's failures in such runs.
     proc = subprocess.Popen(command(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+                            text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     index = out / "checkpoints" / "checkpoint"
     deadline = time.time() + 300
     while not index.exists() and time.time() < deadline and proc.poll() is None:
