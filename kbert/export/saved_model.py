@@ -76,7 +76,10 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
         signature = tf.function(lambda text: serve(text), input_signature=[spec],
                                 autograph=False)
         warmup = [{"text": [t]} for t in SAMPLE_TEXTS] + [{"text": SAMPLE_TEXTS}]
-    from_examples = _example_signature(serve, pair, regression, module)
+    # Classify/Regress call serving_default's traced function: one tokenizer and model
+    # graph in the export for both, traced once.
+    from_examples = _example_signature(signature.get_concrete_function(), pair, regression,
+                                       module)
     name, method = ("regress", REGRESS_METHOD) if regression else ("classify",
                                                                    CLASSIFY_METHOD)
     output = "score" if regression else "logits"
@@ -90,7 +93,8 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
 
 
 def _example_signature(serve, pair: bool, regression: bool, module):
-    """The Classify / Regress signature: serialized tf.Examples -> serve's answer."""
+    """The Classify / Regress signature: serialized tf.Examples -> the answer of `serve`
+    (serving_default's concrete function)."""
     features = {"text": tf.io.FixedLenFeature([], tf.string)}
     if pair:
         features["text_b"] = tf.io.FixedLenFeature([], tf.string)
@@ -99,7 +103,7 @@ def _example_signature(serve, pair: bool, regression: bool, module):
                  autograph=False)
     def from_examples(inputs):
         parsed = tf.io.parse_example(inputs, features)
-        out = serve(parsed["text"], parsed.get("text_b"))
+        out = serve(parsed["text"], parsed["text_b"]) if pair else serve(parsed["text"])
         if regression:
             return {"outputs": out["score"]}
         rows = tf.shape(inputs)[0]
