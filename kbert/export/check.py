@@ -246,14 +246,22 @@ def _run_guarded(argv: list[str], cwd: str, timeout: float,
         return proc.returncode, err.read()
 
 
+def served_results(export_dir: str, requests: list[dict]) -> list[dict]:
+    """TF Serving's C++ loader's answers to these `serving_default` requests: those the
+    exporter kept where it ran them in its own load (`keep_served(also=requests)`
+    around the export), else a fresh `run_c_loader`. Each answer as `run_c_loader`'s
+    `results` give it."""
+    return (_kept_results(export_dir, ["serving_default"] * len(requests), requests)
+            or run_c_loader(export_dir, requests)["results"])
+
+
 def check_served(export_dir: str, request: dict, output: str, want: list, names: list,
                  what: str) -> None:
-    """Runs `request` through TF Serving's C++ loader (`run_c_loader`, or takes the
-    answers the exporter kept where it ran `request` in its own load: `keep_served(also=
-    [request])`) and raises one RuntimeError naming the first rows (`names`) whose
+    """Runs `request` through TF Serving's C++ loader (`served_results`: the answers the
+    exporter kept where it ran `request` in its own load, `keep_served(also=[request])`,
+    else a fresh load) and raises one RuntimeError naming the first rows (`names`) whose
     `output` differs from `want` (`what`: where `want` comes from, for the message)."""
-    served = (_kept_results(export_dir, ["serving_default"], [request])
-              or run_c_loader(export_dir, [request])["results"])[0][output]["value"]
+    served = served_results(export_dir, [request])[0][output]["value"]
     differ = [name for name, a, b in zip(names, served, want) if a != b]
     if differ:
         raise RuntimeError(f"{export_dir}: the SavedModel answers {len(differ)} of "
