@@ -159,22 +159,27 @@ def synthetic_similarity(root: str, n_train: int = 4000, n_dev: int = 300, seed:
     return folder
 
 
+# Two sentence pairs (awkward characters included) a pair classifier export answers.
+PAIRS = [("The cat sat.", "A cat was sitting."), ("héllo 😀", "<mask> there")]
+PAIR_REQUEST = {"text": [a for a, _ in PAIRS], "text_b": [b for _, b in PAIRS]}
+
+
 def assert_pair_export_serves_the_folder(out, export, seq_length: int) -> None:
-    """The classifier SavedModel in `export`, run by TF Serving's C++ loader in a fresh
-    process, gives the probabilities of the task folder `out`'s reloaded model on two
-    sentence pairs (awkward characters included). (That `tf.saved_model.load` answers
-    a classifier export alike is shown once, in test_export.)"""
+    """The classifier SavedModel in `export`, run by TF Serving's C++ loader
+    (`served_results`: the answers of the exporter's own load where the command ran
+    inside `keep_served(also=[PAIR_REQUEST])`, else a fresh process), gives the
+    probabilities of the task folder `out`'s reloaded model on PAIRS. (That
+    `tf.saved_model.load` answers a classifier export alike is shown once, in
+    test_export.)"""
     import numpy as np
     import tensorflow as tf
 
-    from kbert.export.check import run_c_loader
+    from kbert.export.check import served_results
     from kbert.export.folder import load_task_folder
 
     _, model, tokenizer, _ = load_task_folder(str(out))
-    pairs = [("The cat sat.", "A cat was sitting."), ("héllo 😀", "<mask> there")]
-    fresh = run_c_loader(str(export), [{"text": [a for a, _ in pairs],
-                                     "text_b": [b for _, b in pairs]}])
-    served = np.array(fresh["results"][0]["probabilities"]["value"]).reshape(2, 2)
-    x = tokenizer([a for a, _ in pairs], [b for _, b in pairs], seq_length=seq_length)
+    fresh = served_results(str(export), [PAIR_REQUEST])
+    served = np.array(fresh[0]["probabilities"]["value"]).reshape(2, 2)
+    x = tokenizer([a for a, _ in PAIRS], [b for _, b in PAIRS], seq_length=seq_length)
     want = tf.nn.softmax(model(x)["logits"], axis=-1).numpy()
     np.testing.assert_allclose(served, want, atol=1e-5)

@@ -283,21 +283,23 @@ def test_glue_command_and_classifier_export_from_a_bart_folder(folder, tmp_path)
     byte-order mark included) with its classifier export: the task folder reloads, and
     the SavedModel, run by TF Serving's C++ loader in a fresh process, answers the
     reloaded model's probabilities."""
-    from glue_fixtures import assert_pair_export_serves_the_folder, write_task
+    from glue_fixtures import PAIR_REQUEST, assert_pair_export_serves_the_folder, write_task
 
+    from kbert.export.check import keep_served
     from kbert.tasks.glue import __main__ as cli
 
     _, root, _ = folder
     data = write_task(str(tmp_path), "mrpc", {"train.tsv": 24, "dev.tsv": 8, "test.tsv": 4})
     out, export = tmp_path / "out", tmp_path / "serving" / "mrpc" / "1"
-    assert cli.main(["--task", "mrpc", "--init_from", str(root / "lm"), "--data_dir", data,
-                     "--output_dir", str(out), "--max_seq_length", "24",
-                     "--num_train_epochs", "1", "--train_batch_size", "8",
-                     "--learning_rate", "1e-4", "--export_dir", str(export)]) == 0
-    results = json.loads((out / "eval_results.json").read_text())
-    assert set(results) >= {"eval_accuracy", "eval_f1"} and 0 <= results["eval_accuracy"] <= 1
-    assert json.loads((out / "kbert_task.json").read_text())["family"] == "bart"
-    assert_pair_export_serves_the_folder(out, export, 24)
+    with keep_served(also=[PAIR_REQUEST]):  # the check's request in the export's load
+        assert cli.main(["--task", "mrpc", "--init_from", str(root / "lm"), "--data_dir", data,
+                         "--output_dir", str(out), "--max_seq_length", "24",
+                         "--num_train_epochs", "1", "--train_batch_size", "8",
+                         "--learning_rate", "1e-4", "--export_dir", str(export)]) == 0
+        results = json.loads((out / "eval_results.json").read_text())
+        assert set(results) >= {"eval_accuracy", "eval_f1"} and 0 <= results["eval_accuracy"] <= 1
+        assert json.loads((out / "kbert_task.json").read_text())["family"] == "bart"
+        assert_pair_export_serves_the_folder(out, export, 24)
 
 
 # ------------------------------------------------------------------ denoising
@@ -394,18 +396,20 @@ def test_generate_export_forces_the_end_token(folder, tmp_path):
     lm = kbert.BartSeq2SeqLM.from_pretrained(root / "lm")
     lm.config = dataclasses.replace(lm.config, forced_eos_token_id=2)
     export_dir = tmp_path / "serving" / "bart" / "1"
-    kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=6)
     texts = ["The cat sat on the mat.", "héllo 😀 世界"]
-    want = [lm.generate([t], max_new_tokens=n, return_scores=True)[0]
-            for t, n in zip(texts, (4, 6))]
-    assert [len(w["token_ids"]) for w in want] == [3, 5]  # the last step's </s> forced
-    # Both signatures after one load by TF Serving's C++ loader.
-    fresh, served = check_lib.run_c_loader(str(export_dir), [{
+    requests = [{
         "prompt": texts, "max_new_tokens": [4, 6], "temperature": [0.0, 0.0],
         "top_k": [0, 0], "top_p": [1.0, 1.0], "seed": [-1, -1],
         "repetition_penalty": [1.0, 1.0], "no_repeat_ngram_size": [0, 0],
-        "min_new_tokens": [0, 0], "num_beams": [1, 1]}, {"prompt": texts}],
-        signature=["generate", "serving_default"])["results"]
+        "min_new_tokens": [0, 0], "num_beams": [1, 1]}, {"prompt": texts}]
+    names = ["generate", "serving_default"]
+    # Both signatures after one load by TF Serving's C++ loader (the exporter's).
+    with check_lib.keep_served(also=list(zip(names, requests))):
+        kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=6)
+        fresh, served = check_lib.served_results(str(export_dir), requests, names)
+    want = [lm.generate([t], max_new_tokens=n, return_scores=True)[0]
+            for t, n in zip(texts, (4, 6))]
+    assert [len(w["token_ids"]) for w in want] == [3, 5]  # the last step's </s> forced
     assert fresh["num_tokens"]["value"] == [3, 5]
     assert fresh["text"]["value"] == [w["text"] for w in want]
     assert served["text"]["value"] == lm.generate(texts, max_new_tokens=6)

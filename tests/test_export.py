@@ -14,7 +14,8 @@ import tensorflow as tf
 from kbert import BertConfig, BertEncoder, BertTokenizer, build_vocab
 from kbert.export import (UnsupportedOpError, check_ops, export_classifier, export_embeddings,
                           export_squad, missing_ops, read_warmup_requests)
-from kbert.export.check import check, run_c_loader, run_fresh, signatures
+from kbert.export.check import (check, keep_served, run_c_loader, run_fresh, served_results,
+                                signatures)
 from kbert.tasks import squad
 from kbert.tasks.glue import build_classifier
 from kbert.tasks.squad.features import convert_examples, feature_arrays
@@ -139,19 +140,19 @@ def test_bfloat16_export_of_a_task_folder(tmp_path, sample_and_tokenizer):
     labels = ["no", "maybe", "yes"]
     save_task_folder(str(tmp_path / "run"), _tiny_classifier(tokenizer, labels), tokenizer,
                      "classifier", labels=labels, pair=False, seq_length=32)
-    paths = {}
+    paths, out = {}, {}
+    texts = [t for t in HARD_TEXTS if t] + ["yes", "no way"]
     for dtype in ("float32", "bfloat16"):
-        paths[dtype] = export_from_folder(str(tmp_path / "run"), "classifier",
-                                          str(tmp_path / dtype / "1"), dtype=dtype)
+        with keep_served(also=[{"text": texts}]):  # answered in the exporter's C++ load
+            paths[dtype] = export_from_folder(str(tmp_path / "run"), "classifier",
+                                              str(tmp_path / dtype / "1"), dtype=dtype)
+            out[dtype] = served_results(paths[dtype], [{"text": texts}])[0]
     reader = tf.train.load_checkpoint(os.path.join(paths["bfloat16"], "variables",
                                                    "variables"))
     dtypes = {k: v for k, v in reader.get_variable_to_dtype_map().items()
               if not k.startswith("_CHECKPOINTABLE")}
     floats = [k for k, v in dtypes.items() if v == tf.float32]
     assert sum(v == tf.bfloat16 for v in dtypes.values()) >= 20 and len(floats) == 2, floats
-    texts = [t for t in HARD_TEXTS if t] + ["yes", "no way"]
-    out = {dtype: run_c_loader(path, [{"text": texts}])["results"][0]
-           for dtype, path in paths.items()}
     np.testing.assert_allclose(out["bfloat16"]["probabilities"]["value"],
                                out["float32"]["probabilities"]["value"], atol=0.02)
     assert set(signatures(paths["bfloat16"])) == set(signatures(paths["float32"]))
@@ -232,8 +233,10 @@ def test_regression_and_embeddings_exports(tmp_path, sample_and_tokenizer):
                       regression=True, seq_length=32)
     keras.utils.set_random_seed(4)
     encoder = _encoder(tokenizer)
-    export_embeddings(encoder, tokenizer, str(tmp_path / "emb" / "1"), seq_length=40)
     texts = HARD_TEXTS
+    with keep_served(also=[{"text": texts}]):  # answered in the exporter's C++ load
+        export_embeddings(encoder, tokenizer, str(tmp_path / "emb" / "1"), seq_length=40)
+        emb = served_results(str(tmp_path / "emb" / "1"), [{"text": texts}])[0]
     reg = run_fresh(str(tmp_path / "reg" / "1"), [
         {"text": texts, "text_b": texts[::-1]},
         {"inputs": [_example(text=a, text_b=b) for a, b in zip(texts, texts[::-1])]}],
@@ -246,7 +249,6 @@ def test_regression_and_embeddings_exports(tmp_path, sample_and_tokenizer):
     regressed = reg["results"][1]["outputs"]
     np.testing.assert_allclose(regressed["value"], out["value"], rtol=1e-6, atol=1e-6)
 
-    emb = run_c_loader(str(tmp_path / "emb" / "1"), [{"text": texts}])["results"][0]
     inputs = tokenizer(texts, seq_length=40)
     ref = encoder(inputs)
     assert emb["sequence_output"]["shape"] == [len(texts), 40, 24]

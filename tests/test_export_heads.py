@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import kbert
-from kbert.export.check import run_c_loader, signatures
+from kbert.export.check import signatures
 from kbert.export.folder import export_from_folder, save_task_folder
 from kbert.export.heads import export_heads, parse_heads
 from tests.conftest import TINY_VOCAB
@@ -53,9 +53,14 @@ def test_each_head_answers_as_its_own_export_with_one_encoder(folders, tmp_path,
                                                              monkeypatch):
     from kbert.export.__main__ import main
 
+    from kbert.export.check import keep_served, served_results
+
     base, encoder_variables = folders
-    export_from_folder(str(base / "sst"), "classifier", str(tmp_path / "sst" / "1"))
-    export_from_folder(str(base / "ner"), "ner", str(tmp_path / "ner" / "1"))
+    want = {}
+    for single, kind in (("sst", "classifier"), ("ner", "ner")):
+        with keep_served(also=[{"text": TEXTS}]):  # answered in the exporter's C++ load
+            export_from_folder(str(base / single), kind, str(tmp_path / single / "1"))
+            want[single] = served_results(str(tmp_path / single / "1"), [{"text": TEXTS}])[0]
     started = []
     run = subprocess.run
 
@@ -66,8 +71,11 @@ def test_each_head_answers_as_its_own_export_with_one_encoder(folders, tmp_path,
 
     monkeypatch.setattr(subprocess, "run", spy)
     capsys.readouterr()
-    assert main(["--heads", f"sentiment={base / 'sst'}", f"entities={base / 'ner'}",
-                 "--export_dir", str(tmp_path / "text" / "1")]) == 0
+    heads = ["sentiment", "entities", "serving_default"]
+    with keep_served(also=[(name, {"text": TEXTS}) for name in heads]):
+        assert main(["--heads", f"sentiment={base / 'sst'}", f"entities={base / 'ner'}",
+                     "--export_dir", str(tmp_path / "text" / "1")]) == 0
+        got = served_results(str(tmp_path / "text" / "1"), [{"text": TEXTS}] * 3, heads)
     monkeypatch.undo()
     multi = tmp_path / "text" / "1"
     assert "OK: 12 warmup requests answered" in capsys.readouterr().out
@@ -78,17 +86,12 @@ def test_each_head_answers_as_its_own_export_with_one_encoder(folders, tmp_path,
     assert set(signatures(str(multi))) == {
         "serving_default", "sentiment", "sentiment_classify", "sentiment_token_ids",
         "entities", "entities_token_ids"}
-    # Each signature of the multi-head export after one load by the C++ loader; each
-    # single export's. (The check above ran both loaders, with nothing of kbert, Keras
-    # or torch imported.)
-    got = run_c_loader(str(multi), [{"text": TEXTS}] * 3,
-                       signature=["sentiment", "entities", "serving_default"])
-    want = {single: run_c_loader(str(tmp_path / single / "1"),
-                                 [{"text": TEXTS}])["results"][0]
-            for single in ("sst", "ner")}
-    assert got["results"][0] == want["sst"]
-    assert got["results"][1] == want["ner"]
-    assert got["results"][2] == want["sst"]  # serving_default: the first head
+    # Each signature of the multi-head export after one load by the C++ loader (the
+    # exporter's, before the export was moved into place); each single export's. (The
+    # check above ran both loaders, with nothing of kbert, Keras or torch imported.)
+    assert got[0] == want["sst"]
+    assert got[1] == want["ner"]
+    assert got[2] == want["sst"]  # serving_default: the first head
     # `export check`'s batching sweep runs the first head's warmup requests.
     from kbert.export.batching import tune
 

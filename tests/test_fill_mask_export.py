@@ -49,21 +49,25 @@ def test_inputs_put_the_mask_token_where_the_text_says(folder):
 @pytest.mark.subprocess
 def test_export_in_a_fresh_process_equals_python(folder, tmp_path):
     from kbert.export import __main__ as export_cli
-    from kbert.export.check import run_c_loader
+    from kbert.export.check import keep_served, served_results
 
     export = tmp_path / "serving" / "fill" / "1"
-    # The command's check runs the warmup requests in both loaders (fresh processes).
-    assert export_cli.main(["--model_dir", str(folder), "--task", "fill_mask", "--export_dir",
-                            str(export), "--top_k", "3", "--seq_length", "16"]) == 0
     model = kbert.BertPretrainer.from_pretrained(folder)
     tok = kbert.BertTokenizer.from_pretrained(folder)
     vocab = np.array(tok.vocabulary)
-    # Both signatures after one load by TF Serving's C++ loader.
+    # Both signatures after one load by TF Serving's C++ loader (the exporter's, before
+    # the export is moved into place).
     x = fill_mask_inputs(tok, tf.constant(TEXTS), 16)
     x.pop("mask_count")
-    answers = run_c_loader(str(export), [{"text": [TEXTS[0]]}, {"text": TEXTS},
-                                         {k: v.numpy().tolist() for k, v in x.items()}],
-                           signature=["serving_default"] * 2 + ["token_ids"])["results"]
+    requests = [{"text": [TEXTS[0]]}, {"text": TEXTS},
+                {k: v.numpy().tolist() for k, v in x.items()}]
+    names = ["serving_default"] * 2 + ["token_ids"]
+    with keep_served(also=list(zip(names, requests))):
+        # The command's check runs the warmup requests in both loaders (fresh processes).
+        assert export_cli.main(["--model_dir", str(folder), "--task", "fill_mask",
+                                "--export_dir", str(export), "--top_k", "3",
+                                "--seq_length", "16"]) == 0
+        answers = served_results(str(export), requests, names)
     for batch, fresh in zip(([TEXTS[0]], TEXTS), answers):
         x = fill_mask_inputs(tok, tf.constant(batch), 16)
         count = x.pop("mask_count").numpy()

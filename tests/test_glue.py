@@ -180,11 +180,18 @@ SMALL = ["--max_seq_length", "16", "--learning_rate", "1e-3", "--num_train_epoch
 @pytest.mark.e2e
 @pytest.mark.subprocess
 def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
+    from kbert.export.check import keep_served, served_results
+
     folder = synthetic_paraphrase(str(tmp_path))
     out = tmp_path / "out"
-    assert cli.main(["--task", "mrpc", "--data_dir", folder, "--output_dir", str(out),
-                     "--do_predict", "--export_dir", str(tmp_path / "serving" / "para" / "1"),
-                     *SMALL]) == 0
+    # The export's check below: its request runs in the exporter's own C++ load.
+    request = {"text": ["red blue gold", "red blue gold"],
+               "text_b": ["gold red blue", "pink white gray"]}
+    with keep_served(also=[request]):
+        assert cli.main(["--task", "mrpc", "--data_dir", folder, "--output_dir", str(out),
+                         "--do_predict", "--export_dir",
+                         str(tmp_path / "serving" / "para" / "1"), *SMALL]) == 0
+        result = served_results(str(tmp_path / "serving" / "para" / "1"), [request])[0]
     results = json.loads((out / "eval_results.json").read_text())
     assert results["eval_accuracy"] >= 0.95, results
     assert results["eval_split"] == "mrpc dev", results
@@ -196,12 +203,7 @@ def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
     assert lines[0] == "index\tprediction" and len(lines) == 51
     assert (out / "kbert_task.json").exists() and (out / "model.keras").exists()
     # The exported classifier answers pairs with the label names, through TF Serving's
-    # C++ loader in a fresh process.
-    from kbert.export.check import run_c_loader
-
-    result = run_c_loader(str(tmp_path / "serving" / "para" / "1"),
-                       [{"text": ["red blue gold", "red blue gold"],
-                         "text_b": ["gold red blue", "pink white gray"]}])["results"][0]
+    # C++ loader.
     assert result["label"]["value"] == ["1", "0"]
     assert result["probabilities"]["shape"] == [2, 2]
     # The run's export equals one of its saved folder: no optimizer slots.

@@ -121,17 +121,18 @@ def test_export_command_with_beam_search_penalties_and_a_stop_string(tmp_path, m
     assert all(stop not in t for t in want) and want != [
         t[len(p):] for p, t in zip(PROMPTS[:4], free)]
     export_dir = tmp_path / "serving" / "gpt" / "3"
-    code, stdout, stderr = run_cli(export_main, [
-        "--model_dir", model_folder, "--task", "generate", "--export_dir", export_dir,
-        "--max_new_tokens", "10", "--sampler", "beam", "--num_beams", "3",
-        "--no_repeat_ngram_size", "2", "--repetition_penalty", "1.2", "--stop", stop,
-        "--serving_version", "2.12"], capsys)
-    assert code == 0, stderr[-3000:]
+    with check_lib.keep_served(also=[{"prompt": PROMPTS[:4]}]):  # in the exporter's load
+        code, stdout, stderr = run_cli(export_main, [
+            "--model_dir", model_folder, "--task", "generate", "--export_dir", export_dir,
+            "--max_new_tokens", "10", "--sampler", "beam", "--num_beams", "3",
+            "--no_repeat_ngram_size", "2", "--repetition_penalty", "1.2", "--stop", stop,
+            "--serving_version", "2.12"], capsys)
+        assert code == 0, stderr[-3000:]
+        fresh = check_lib.served_results(str(export_dir), [{"prompt": PROMPTS[:4]}])
     recorded = read_settings(str(export_dir))
     assert (recorded["num_beams"], recorded["stop"], recorded["repetition_penalty"]) == (
         3, [stop], 1.2)
-    fresh = check_lib.run_c_loader(str(export_dir), [{"prompt": PROMPTS[:4]}])
-    assert fresh["results"][0]["text"]["value"] == want
+    assert fresh[0]["text"]["value"] == want
 
 
 def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
@@ -211,7 +212,6 @@ def test_per_request_beams_equal_generate_with_those_beams(tmp_path, model_folde
     input and its cap."""
     lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
     export_dir = tmp_path / "serving" / "gpt" / "5"
-    kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=10)
     prompts = ["The quick brown fox", "数字 and émoji 🙂", "It's", "The quick brown fox",
                "x", "Hello, world!"]
     beams, lengths = [4, 1, 4, 2, 2, 1], [10, 10, 10, 10, 6, 7]
@@ -221,7 +221,18 @@ def test_per_request_beams_equal_generate_with_those_beams(tmp_path, model_folde
                "repetition_penalty": [1.0] * rows, "no_repeat_ngram_size": [0] * rows,
                "min_new_tokens": [0] * rows, "num_beams": beams}
     one = {k: v[:1] for k, v in request.items()}  # the first row alone
-    answers = check_lib.run_c_loader(str(export_dir), [request, one], "generate")["results"]
+    bad = [(dict(one, num_beams=[5]), "num_beams: each value must be between 1 and 4 "
+                                      r"\(--max_num_beams of the export\)"),
+           (dict(one, num_beams=[2], temperature=[0.7]), "num_beams: each value must be 1 "
+                                                         "where a row samples")]
+    # Every request in the exporter's own C++ load (refused ones refused alone).
+    with check_lib.keep_served(also=[("generate", r) for r in [request, one]
+                                     + [b for b, _ in bad]]):
+        kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=10)
+        answers = check_lib.served_results(str(export_dir), [request, one], "generate")
+        for request_, message in bad:
+            with pytest.raises(check_lib.ServingLoaderError, match=message):
+                check_lib.served_results(str(export_dir), [request_], "generate")
     texts, counts = answers[0]["text"]["value"], answers[0]["num_tokens"]["value"]
     want = []
     for prompt, k, n in zip(prompts, beams, lengths):
@@ -236,10 +247,3 @@ def test_per_request_beams_equal_generate_with_those_beams(tmp_path, model_folde
     assert all(c <= n for c, n in zip(counts, lengths))
     settings = read_settings(str(export_dir))
     assert settings["caps"]["num_beams"] == 4
-    for bad, message in (
-            (dict(one, num_beams=[5]), "num_beams: each value must be between 1 and 4 "
-                                       r"\(--max_num_beams of the export\)"),
-            (dict(one, num_beams=[2], temperature=[0.7]), "num_beams: each value must be 1 "
-                                                          "where a row samples")):
-        with pytest.raises(check_lib.ServingLoaderError, match=message):
-            check_lib.run_c_loader(str(export_dir), [bad], "generate")

@@ -277,7 +277,7 @@ def test_check_served_takes_the_exporters_answers_and_names_the_rows_that_differ
     request = {"question": ["q1", "q2"], "context": ["c1", "c2"]}
     answers = {"answer": {"dtype": "string", "shape": [2], "value": ["a", "b"]}}
     with check_lib.keep_served(also=[request]):
-        assert check_lib.also_served() == [request]
+        assert check_lib.also_served() == [("serving_default", request)]
         check_lib.note_served("/exports/m/1", ["serving_default", "serving_default"],
                               [{"question": ["w"], "context": ["c"]}, request],
                               [{"answer": {"dtype": "string", "shape": [1], "value": ["x"]}},
@@ -292,3 +292,35 @@ def test_check_served_takes_the_exporters_answers_and_names_the_rows_that_differ
             check_lib.check_served("/exports/m/1", {"question": ["q3"], "context": ["c"]},
                                    "answer", ["a"], ["id3"], "Python")
     assert check_lib.also_served() == []
+
+
+def test_kept_requests_nest_name_signatures_and_keep_refusals(tmp_path, monkeypatch):
+    """`keep_served` around a command that keeps its own (nested): the exporter runs
+    both contexts' requests in its one C++ load; a request the export cannot take is
+    refused alone (the export is still written) and `served_results` raises its line;
+    a (signature, request) pair is answered by that signature; the answers kept equal a
+    fresh load's, and nothing loads the export a second time."""
+    from kbert.export import check as check_lib
+
+    def no_second_load(*args, **kwargs):
+        raise AssertionError("the export was loaded again")
+
+    good = {"text": ["hello world", ""]}
+    wrong = ("serving_default", {"nope": ["x"]})
+    with check_lib.keep_served(also=[good]):
+        with check_lib.keep_served(also=[wrong, ("token_ids", good)]):
+            assert check_lib.also_served() == [("serving_default", good), wrong,
+                                               ("token_ids", good)]
+            export_dir = _export_with(tmp_path, lambda text: {})
+        assert check_lib.also_served() == [("serving_default", good)]
+        monkeypatch.setattr(check_lib, "run_c_loader", no_second_load)
+        (kept,) = check_lib.served_results(str(export_dir), [good])
+        with pytest.raises(check_lib.ServingLoaderError,
+                           match=r"m/1: TF Serving's C\+\+ loader failed: signature "
+                                 r"'serving_default' takes \['text'\]; got \['nope'\]"):
+            check_lib.served_results(str(export_dir), [wrong[1]])
+        with pytest.raises(check_lib.ServingLoaderError, match="no signature 'token_ids'"):
+            check_lib.served_results(str(export_dir), [good], "token_ids")
+    monkeypatch.undo()
+    assert kept == check_lib.run_c_loader(str(export_dir), [good])["results"][0]
+    assert kept["pooled_output"]["shape"] == [2, 16]

@@ -215,15 +215,21 @@ def write_export(modules: list[ServingModule], signatures: dict, export_dir: str
             raise ops_lib.UnsupportedOpError(str(e).replace(tmp, export_dir)) from None
         # The warmup requests through TF Serving's own loader, as the server replays
         # them at load: an export it cannot run is never moved into place.
-        from kbert.export.check import (ServingLoaderError, also_served, note_served,
-                                        run_c_loader)
+        from kbert.export.check import (ServingLoaderError, also_served, loader_failure,
+                                        note_served, run_c_loader)
 
-        also = also_served()  # a task command's own check, in the same load
-        names = [name for name, _ in warmup] + ["serving_default"] * len(also)
-        requests = [r for _, r in warmup] + also
+        # `keep_served(also=...)`'s requests (a task command's own check) in the same
+        # load, each answered or refused on its own (one this export has no signature or
+        # inputs for is refused and kept so).
+        warmup, also = list(warmup), also_served()
+        names = [name for name, _ in warmup + also]
+        requests = [r for _, r in warmup + also]
         try:  # every signature's requests after one load
             if requests:
-                served = run_c_loader(tmp, requests, names)["results"]
+                served = run_c_loader(tmp, requests, names, each=bool(also))["results"]
+                failed = [r["error"] for r in served[:len(warmup)] if "error" in r]
+                if failed:
+                    raise ServingLoaderError(loader_failure(tmp, failed[0]))
                 note_served(export_dir, names, requests, served)
         except ServingLoaderError as e:
             raise ServingLoaderError(str(e).replace(tmp, export_dir)) from None

@@ -68,15 +68,22 @@ _SERVED: contextvars.ContextVar[dict | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def keep_served(also: list[dict] = ()) -> Iterator[None]:
+def keep_served(also: list = ()) -> Iterator[None]:
     """Inside, each export written keeps what TF Serving's C++ loader answered to its
     warmup requests before the export was moved into place, so that `check` of it
     right after (`python -m kbert.export`) compares those answers with the Python
     loader's instead of loading it in the C++ loader a second time. `also`: more
-    `serving_default` requests for the exporter to run in that same load (not written
-    as warmup), whose answers `check_served` then takes (a task command's check of its
-    export against the Python predictions)."""
-    token = _SERVED.set({"also": [_plain(r) for r in also], "exports": {}})
+    requests for the exporter to run in that same load (not written as warmup), whose
+    answers `served_results` and `check_served` then take (a task command's check of
+    its export against the Python predictions): each a `serving_default` request, or a
+    (signature name, request) pair. Nested, the inner one adds its requests to the
+    outer's and keeps its answers for the outer too (a test around a task command
+    that keeps its own)."""
+    pairs = [item if isinstance(item, tuple) else ("serving_default", item) for item in also]
+    outer = _SERVED.get()  # nested (a command run inside a test's): the outer's too
+    token = _SERVED.set({
+        "also": (outer["also"] if outer else []) + [(name, _plain(r)) for name, r in pairs],
+        "exports": outer["exports"] if outer else {}})
     try:
         yield
     finally:
@@ -88,8 +95,9 @@ def _plain(request: dict) -> dict:
     return json.loads(json.dumps(request))
 
 
-def also_served() -> list[dict]:
-    """The requests `keep_served(also=...)` asks the exporter to run with its warmup."""
+def also_served() -> list[tuple[str, dict]]:
+    """The (signature name, request) pairs `keep_served(also=...)` asks the exporter to
+    run with its warmup."""
     return list((_SERVED.get() or {}).get("also", []))
 
 
@@ -153,7 +161,7 @@ def _python_fresh(export_dir: str, requests: list[dict], timeout: float,
             return json.load(f)
 
 
-def _describe_failure(export_dir: str, error: str) -> str:
+def loader_failure(export_dir: str, error: str) -> str:
     """One line for a C++ loader failure; a variable the restore op left unfilled is
     named with what it means."""
     missing = re.search(r"Could not find variable ([^\s.]+(?:\.[^\s.]+)*)\. ", error)
@@ -196,7 +204,7 @@ def run_c_loader(export_dir: str, requests: list[dict],
         raise ServingLoaderError(f"the C++ loader process imported Python modules it must "
                                  f"not: {report['python_modules'][:5]}")
     if report["error"]:
-        raise ServingLoaderError(_describe_failure(export_dir, report["error"]))
+        raise ServingLoaderError(loader_failure(export_dir, report["error"]))
     return report
 
 
@@ -246,13 +254,21 @@ def _run_guarded(argv: list[str], cwd: str, timeout: float,
         return proc.returncode, err.read()
 
 
-def served_results(export_dir: str, requests: list[dict]) -> list[dict]:
-    """TF Serving's C++ loader's answers to these `serving_default` requests: those the
-    exporter kept where it ran them in its own load (`keep_served(also=requests)`
-    around the export), else a fresh `run_c_loader`. Each answer as `run_c_loader`'s
-    `results` give it."""
-    return (_kept_results(export_dir, ["serving_default"] * len(requests), requests)
-            or run_c_loader(export_dir, requests)["results"])
+def served_results(export_dir: str, requests: list[dict],
+                   signature: str | list[str] = "serving_default") -> list[dict]:
+    """TF Serving's C++ loader's answers to these requests of `signature` (or a list of
+    one signature name per request): those the exporter kept where it ran them in its
+    own load (`keep_served(also=...)` around the export), else a fresh `run_c_loader`.
+    Each answer as `run_c_loader`'s `results` give it; a refused request raises
+    ServingLoaderError with the loader's line, as `run_c_loader` does."""
+    names = [signature] * len(requests) if isinstance(signature, str) else list(signature)
+    kept = _kept_results(export_dir, names, requests)
+    if kept is None:
+        return run_c_loader(export_dir, requests, names)["results"]
+    for result in kept:
+        if "error" in result:
+            raise ServingLoaderError(loader_failure(export_dir, result["error"]))
+    return kept
 
 
 def check_served(export_dir: str, request: dict, output: str, want: list, names: list,
