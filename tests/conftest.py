@@ -63,8 +63,8 @@ def _collect_after_each_file(request):
     compiled functions, which hold it). Keras used to collect in every quantizing test
     (one `gc.collect()` per dropped kernel); kbert now collects once per quantize
     (`internals.one_gc_collect`). A collection over 5 s (KBERT_TEST_GC_WARN) is reported
-    as a warning, with what it freed (#54: test_gpt.py's teardown took 82 s in two fresh-clone runs and
-    about 1 s alone; which part is not known yet)."""
+    as a warning, with what it freed (#54: test_gpt.py's teardown took 82 s in two
+    fresh-clone runs and about 1 s alone; which part is not known yet)."""
     yield
     import gc
     import time
@@ -73,7 +73,7 @@ def _collect_after_each_file(request):
     start = time.perf_counter()
     freed = gc.collect()
     seconds = time.perf_counter() - start
-    if seconds > float(os.environ.get("KBERT_TEST_GC_WARN", 5)):  # #54: one file's teardown took 82 s in two full runs, not alone
+    if seconds > float(os.environ.get("KBERT_TEST_GC_WARN", 5)):
         warnings.warn(f"{request.node.name}: the garbage collection after the file took "
                       f"{seconds:.1f} s ({freed} objects freed, {len(gc.get_objects())} "
                       "left)", RuntimeWarning)
