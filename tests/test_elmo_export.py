@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import kbert
-from kbert.export.check import run_fresh
+from kbert.export.check import keep_served, run_fresh
 from kbert.export.elmo_graph import elmo_outputs, export_elmo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.subprocess]
@@ -28,15 +28,17 @@ def test_elmo_export_equals_python_in_a_fresh_process(tmp_path):
     mix.scalars.assign([0.2, -0.4, 0.9])
     mix.gamma.assign(1.3)
     export = tmp_path / "serving" / "elmo" / "1"
-    export_elmo(model, tokenizer, str(export), mix, serving_version="2.12")
-    assert kbert.export.check.check(str(export), "2.12")
     batch32 = (TEXTS * 7)[:32]
     # `token_ids`: the tokenizer's own char_ids in, the same layers out. Every request
-    # after one load by each loader.
+    # after one load by each loader (the C++ loader's: the exporter's own, `keep_served`).
     inputs = {k: v.numpy().tolist() for k, v in tokenizer(tf.constant(TEXTS)).items()}
-    fresh = run_fresh(str(export), [{"text": [TEXTS[0]]}, {"text": [""]},
-                                    {"text": batch32}, inputs, {"text": TEXTS}],
-                      signature=["serving_default"] * 3 + ["token_ids", "serving_default"])
+    requests = [{"text": [TEXTS[0]]}, {"text": [""]}, {"text": batch32}, inputs,
+                {"text": TEXTS}]
+    names = ["serving_default"] * 3 + ["token_ids", "serving_default"]
+    with keep_served(also=list(zip(names, requests))):
+        export_elmo(model, tokenizer, str(export), mix, serving_version="2.12")
+        assert kbert.export.check.check(str(export), "2.12")
+        fresh = run_fresh(str(export), requests, signature=names)
     assert fresh["modules"] == []
     for texts, result in zip([[TEXTS[0]], [""], batch32], fresh["results"]):
         want = {k: v.numpy() for k, v in elmo_outputs(model, tokenizer, mix,

@@ -76,19 +76,22 @@ def test_squad_export_matches_python_pipeline_in_fresh_process(tmp_path, sample_
     expected = postprocess(kept, features, logits["start_logits"], logits["end_logits"],
                            SQUAD["n_best_size"], SQUAD["max_answer_length"], version_2)
 
-    export_dir = tmp_path / "serving" / "squad" / "3"
-    export_squad(model, tokenizer, str(export_dir), version_2_with_negative=version_2, **SQUAD)
-    assert sorted(os.listdir(export_dir / "assets")) == ["vocab.txt"]
-    assert (export_dir / "assets.extra" / "tf_serving_warmup_requests").exists()
     # token_ids: the windows' own inputs in, start and end logits out, as model.predict
-    # (every request after one load by each loader)
+    # (every request after one load by each loader: the C++ loader's is the exporter's
+    # own, `keep_served`; the Python loader's a fresh process)
     window = {k: arrays[k][:2].tolist() for k in ("token_ids", "segment_ids", "padding_mask")}
-    del model  # nothing of the source is needed at load time
     batch = [{"question": [e.question for e in examples],
               "context": [e.context for e in examples]}]
     singles = [{"question": [e.question], "context": [e.context]} for e in examples[:3]]
-    report = run_fresh(str(export_dir), [window] + batch + singles,
-                       signature=["token_ids"] + ["serving_default"] * 4)
+    requests, names = [window] + batch + singles, ["token_ids"] + ["serving_default"] * 4
+    export_dir = tmp_path / "serving" / "squad" / "3"
+    with keep_served(also=list(zip(names, requests))):
+        export_squad(model, tokenizer, str(export_dir), version_2_with_negative=version_2,
+                     **SQUAD)
+        del model  # nothing of the source is needed at load time
+        report = run_fresh(str(export_dir), requests, signature=names)
+    assert sorted(os.listdir(export_dir / "assets")) == ["vocab.txt"]
+    assert (export_dir / "assets.extra" / "tf_serving_warmup_requests").exists()
     assert report["modules"] == []
     raw = report["results"].pop(0)
     for name in ("start_logits", "end_logits"):
@@ -165,7 +168,6 @@ def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
     labels = ["négatif", "neutral", "positive"]
     model = _tiny_classifier(tokenizer, labels)
     export_dir = tmp_path / "clf" / "1"
-    export_classifier(model, tokenizer, str(export_dir), labels, pair=pair, seq_length=48)
     texts = HARD_TEXTS * 10  # 70 rows
     texts_b = (HARD_TEXTS[::-1] * 10) if pair else None
     inputs = tokenizer(texts, texts_b, seq_length=48)
@@ -174,10 +176,13 @@ def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
     one = {"text": texts[:1]} | ({"text_b": texts_b[:1]} if pair else {})
     examples = [_example(text=a, **({"text_b": b} if pair else {}))
                 for a, b in zip(texts, texts_b or texts)]
-    # Every signature after one load by each loader.
-    report = run_fresh(str(export_dir), [
-        request, one, {"inputs": examples}, {k: v.numpy().tolist() for k, v in inputs.items()}],
-        signature=["serving_default", "serving_default", "classify", "token_ids"])
+    # Every signature after one load by each loader (the C++ loader's: the exporter's).
+    requests = [request, one, {"inputs": examples},
+                {k: v.numpy().tolist() for k, v in inputs.items()}]
+    names = ["serving_default", "serving_default", "classify", "token_ids"]
+    with keep_served(also=list(zip(names, requests))):
+        export_classifier(model, tokenizer, str(export_dir), labels, pair=pair, seq_length=48)
+        report = run_fresh(str(export_dir), requests, signature=names)
     out = report["results"][0]
     probs = np.array(out["probabilities"]["value"]).reshape(out["probabilities"]["shape"])
     np.testing.assert_allclose(probs, want, rtol=1e-5, atol=1e-5)
@@ -229,18 +234,19 @@ def _method_names(export_dir) -> dict:
 def test_regression_and_embeddings_exports(tmp_path, sample_and_tokenizer):
     _, tokenizer = sample_and_tokenizer
     model = _tiny_classifier(tokenizer, ["score"], regression=True)
-    export_classifier(model, tokenizer, str(tmp_path / "reg" / "1"), pair=True,
-                      regression=True, seq_length=32)
+    texts = HARD_TEXTS
+    requests = [{"text": texts, "text_b": texts[::-1]},
+                {"inputs": [_example(text=a, text_b=b) for a, b in zip(texts, texts[::-1])]}]
+    with keep_served(also=list(zip(["serving_default", "regress"], requests))):
+        export_classifier(model, tokenizer, str(tmp_path / "reg" / "1"), pair=True,
+                          regression=True, seq_length=32)
+        reg = run_fresh(str(tmp_path / "reg" / "1"), requests,
+                        signature=["serving_default", "regress"])
     keras.utils.set_random_seed(4)
     encoder = _encoder(tokenizer)
-    texts = HARD_TEXTS
     with keep_served(also=[{"text": texts}]):  # answered in the exporter's C++ load
         export_embeddings(encoder, tokenizer, str(tmp_path / "emb" / "1"), seq_length=40)
         emb = served_results(str(tmp_path / "emb" / "1"), [{"text": texts}])[0]
-    reg = run_fresh(str(tmp_path / "reg" / "1"), [
-        {"text": texts, "text_b": texts[::-1]},
-        {"inputs": [_example(text=a, text_b=b) for a, b in zip(texts, texts[::-1])]}],
-        signature=["serving_default", "regress"])
     want = model.predict(tokenizer(texts, texts[::-1], seq_length=32), verbose=0)["score"]
     out = reg["results"][0]["score"]
     assert out["shape"] == [len(texts)]

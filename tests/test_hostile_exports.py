@@ -3,8 +3,9 @@
 watched for its resident memory and time: no request may exhaust the server's memory,
 hang it, or be answered with silently wrong or lost text.
 
-Tiny models, one export per kind (SQuAD v2.0, NER, ELMo, a classifier, GPT-2 and T5
-`generate`), built once for the file.
+Tiny models, one export per kind (SQuAD v2.0, NER, a classifier, ELMo, embeddings,
+fill-mask; `generate` exports are test_hostile_generate.py's), built once for the file. The requests that measure no memory run in the
+exporter's own C++-loader process (`KEPT`); the memory measures each start their own.
 """
 
 from __future__ import annotations
@@ -43,8 +44,36 @@ def _encoder(tokenizer):
                                   max_position_embeddings=64))
 
 
+def _rank_requests(text):
+    return [{text: []}, {text: [["a", "b"]]}, {text: "a"}, {text: ["the cat"]}]
+
+
+SQUAD_MALFORMED = [
+    {"question": [], "context": []},
+    {"token_ids": [[2, 5, -1]], "padding_mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]},
+    {"token_ids": [[2, 5, 10 ** 6]], "padding_mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]},
+    {"token_ids": [[2, 5, 3]], "padding_mask": [[1, 1]], "segment_ids": [[0, 0, 0]]},
+    {"token_ids": [[2, 5, 3]], "padding_mask": [[1, 1, 1]], "segment_ids": [[0, 0, 0]]}]
+SQUAD_MALFORMED_SIGNATURES = ["serving_default"] + ["token_ids"] * 4
+# The requests the tests below send that need no process of their own (not a memory
+# measure): the exporter runs them in its own C++-loader load after the warmup
+# requests (`keep_served(also=...)`), each answered or refused on its own.
+KEPT = {kind: (["serving_default"] * 4, _rank_requests("text"))
+        for kind in ("classifier", "ner", "elmo", "embeddings", "fill_mask")}
+KEPT["squad"] = (SQUAD_MALFORMED_SIGNATURES, SQUAD_MALFORMED)
+
+
+class _Exports(dict):
+    """{kind: export dir}, with `served`: {kind: answers}."""
+
+    served: dict
+
+
 @pytest.fixture(scope="module")
 def exports(tmp_path_factory):
+    """{kind: export dir}; `exports.served[kind]`: the exporter's own load's answers to
+    KEPT[kind]."""
+    from kbert.export.check import keep_served, served_results
     from kbert.tasks import squad
     from kbert.tasks.glue import build_classifier
     from kbert.tasks.ner.model import build_model as build_ner
@@ -52,28 +81,34 @@ def exports(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile")
     tok = _tokenizer()
     keras.utils.set_random_seed(1)
-    out = {}
-    out["squad"] = export_squad(squad.build_model(_encoder(tok)), tok, str(root / "squad" / "1"),
-                                max_seq_length=64, doc_stride=32, max_query_length=16,
-                                n_best_size=5, max_answer_length=10,
-                                version_2_with_negative=True)
-    out["ner"] = export_ner(build_ner(_encoder(tok), LABELS), tok, str(root / "ner" / "1"),
-                            LABELS, seq_length=32)
-    out["classifier"] = export_classifier(build_classifier(_encoder(tok), 2), tok,
-                                          str(root / "classifier" / "1"), ["neg", "pos"],
-                                          seq_length=32)
+    out, served = _Exports(), {}
+
+    def export(kind, write):
+        names, requests = KEPT[kind]
+        with keep_served(also=list(zip(names, requests))):
+            out[kind] = write(str(root / kind / "1"))
+            served[kind] = served_results(out[kind], requests, names, each=True)
+
+    export("squad", lambda path: export_squad(
+        squad.build_model(_encoder(tok)), tok, path, max_seq_length=64, doc_stride=32,
+        max_query_length=16, n_best_size=5, max_answer_length=10,
+        version_2_with_negative=True))
+    export("ner", lambda path: export_ner(build_ner(_encoder(tok), LABELS), tok, path, LABELS,
+                                          seq_length=32))
+    export("classifier", lambda path: export_classifier(
+        build_classifier(_encoder(tok), 2), tok, path, ["neg", "pos"], seq_length=32))
     elmo = kbert.ELMo(kbert.ELMoConfig.preset("tiny"))
-    out["elmo"] = export_elmo(elmo, kbert.ELMoCharTokenizer(
-        elmo.config.max_characters_per_token), str(root / "elmo" / "1"))
-    out["embeddings"] = export_embeddings(_encoder(tok), tok, str(root / "embeddings" / "1"),
-                                          seq_length=32)
+    export("elmo", lambda path: export_elmo(elmo, kbert.ELMoCharTokenizer(
+        elmo.config.max_characters_per_token), path))
+    export("embeddings", lambda path: export_embeddings(_encoder(tok), tok, path,
+                                                        seq_length=32))
     pretrainer = kbert.BertPretrainer(_encoder(tok))
     pretrainer({"token_ids": tf.zeros([1, 4], tf.int32),
                 "segment_ids": tf.zeros([1, 4], tf.int32),
                 "padding_mask": tf.ones([1, 4], tf.int32),
                 "masked_lm_positions": tf.zeros([1, 1], tf.int32)})
-    out["fill_mask"] = export_fill_mask(pretrainer, tok, str(root / "fill_mask" / "1"),
-                                        seq_length=32)
+    export("fill_mask", lambda path: export_fill_mask(pretrainer, tok, path, seq_length=32))
+    out.served = served
     return out
 
 
@@ -123,9 +158,8 @@ def test_a_request_over_the_declared_limit_is_refused_in_one_line(exports):
                                         ("elmo", "text"), ("embeddings", "text"),
                                         ("fill_mask", "text")])
 def test_empty_batches_get_empty_outputs_and_wrong_ranks_one_line(exports, kind, text):
-    requests = [{text: []}, {text: [["a", "b"]]}, {text: "a"}, {text: ["the cat"]}]
-    report = run_c_loader(exports[kind], requests, each=True, timeout=300)
-    empty, rank2, rank0, fine = report["results"]
+    assert KEPT[kind][1] == _rank_requests(text)
+    empty, rank2, rank0, fine = exports.served[kind]
     assert empty and all(v["shape"][0] == 0 for v in empty.values()), empty
     assert f"{text}: must have rank 1 ([batch]); got rank" in rank2["error"]
     assert f"{text}: must have rank 1 ([batch]); got rank" in rank0["error"]
@@ -133,18 +167,7 @@ def test_empty_batches_get_empty_outputs_and_wrong_ranks_one_line(exports, kind,
 
 
 def test_squad_empty_batch_and_malformed_token_ids(exports):
-    requests = [{"question": [], "context": []},
-                {"token_ids": [[2, 5, -1]], "padding_mask": [[1, 1, 1]],
-                 "segment_ids": [[0, 0, 0]]},
-                {"token_ids": [[2, 5, 10 ** 6]], "padding_mask": [[1, 1, 1]],
-                 "segment_ids": [[0, 0, 0]]},
-                {"token_ids": [[2, 5, 3]], "padding_mask": [[1, 1]],
-                 "segment_ids": [[0, 0, 0]]},
-                {"token_ids": [[2, 5, 3]], "padding_mask": [[1, 1, 1]],
-                 "segment_ids": [[0, 0, 0]]}]
-    names = ["serving_default"] + ["token_ids"] * 4
-    report = run_c_loader(exports["squad"], requests, names, each=True, timeout=300)
-    empty, negative, large, short_mask, fine = report["results"]
+    empty, negative, large, short_mask, fine = exports.served["squad"]
     assert empty["answer"]["shape"] == [0] and empty["has_answer"]["shape"] == [0]
     assert "token_ids: each id must be in [0," in negative["error"]
     assert "token_ids: each id must be in [0," in large["error"]

@@ -294,6 +294,27 @@ def test_check_served_takes_the_exporters_answers_and_names_the_rows_that_differ
     assert check_lib.also_served() == []
 
 
+def test_a_request_kept_twice_answers_twice_in_order_and_each_keeps_refusals(monkeypatch):
+    """The same request sent twice in the exporter's load (fresh randomness: two texts)
+    gives its two answers in order, a third asks a load of its own; `each=True` returns
+    a refusal as {"error": line} instead of raising it."""
+    from kbert.export import check as check_lib
+
+    monkeypatch.setattr(check_lib, "run_c_loader", lambda *a, **k: {"results": ["fresh"]})
+    same, bad = {"prompt": ["p"]}, {"prompt": ["p"], "seed": [-2]}
+    answers = [{"text": {"value": [t]}} for t in ("a", "b")] + [{"error": "seed: no"}]
+    with check_lib.keep_served():
+        check_lib.note_served("/exports/g/1", ["generate"] * 3, [same, same, bad], answers)
+        assert check_lib.served_results("/exports/g/1", [same, same], "generate") == \
+            answers[:2]
+        assert check_lib.served_results("/exports/g/1", [same], "generate") == answers[:1]
+        assert check_lib.served_results("/exports/g/1", [same] * 3, "generate") == ["fresh"]
+        assert check_lib.served_results("/exports/g/1", [bad, same], "generate",
+                                        each=True) == [answers[2], answers[0]]
+        with pytest.raises(check_lib.ServingLoaderError, match="seed: no"):
+            check_lib.served_results("/exports/g/1", [bad], "generate")
+
+
 def test_kept_requests_nest_name_signatures_and_keep_refusals(tmp_path, monkeypatch):
     """`keep_served` around a command that keeps its own (nested): the exporter runs
     both contexts' requests in its one C++ load; a request the export cannot take is

@@ -117,10 +117,15 @@ def _kept_results(export_dir: str, names: list[str], requests: list[dict]):
     kept = (_SERVED.get() or {"exports": {}})["exports"].get(os.path.realpath(export_dir))
     if kept is None:
         return None
-    answers = {json.dumps([name, request], sort_keys=True): result
-               for name, request, result in kept}
-    results = [answers.get(json.dumps([name, _plain(request)], sort_keys=True))
-               for name, request in zip(names, requests)]
+    answers: dict[str, list] = {}  # a request sent k times: its k answers, in order
+    for name, request, result in kept:
+        answers.setdefault(json.dumps([name, request], sort_keys=True), []).append(result)
+    seen: dict[str, int] = {}
+    results = []
+    for name, request in zip(names, requests):
+        key = json.dumps([name, _plain(request)], sort_keys=True)
+        k = seen[key] = seen.get(key, -1) + 1
+        results.append(answers[key][k] if k < len(answers.get(key, ())) else None)
     return None if any(r is None for r in results) else results
 
 
@@ -255,17 +260,20 @@ def _run_guarded(argv: list[str], cwd: str, timeout: float,
 
 
 def served_results(export_dir: str, requests: list[dict],
-                   signature: str | list[str] = "serving_default") -> list[dict]:
+                   signature: str | list[str] = "serving_default",
+                   each: bool = False) -> list[dict]:
     """TF Serving's C++ loader's answers to these requests of `signature` (or a list of
     one signature name per request): those the exporter kept where it ran them in its
-    own load (`keep_served(also=...)` around the export), else a fresh `run_c_loader`.
-    Each answer as `run_c_loader`'s `results` give it; a refused request raises
-    ServingLoaderError with the loader's line, as `run_c_loader` does."""
+    own load (`keep_served(also=...)` around the export; a request sent twice there
+    answers twice, in order), else a fresh `run_c_loader`. Each answer as
+    `run_c_loader`'s `results` give it; a refused request raises ServingLoaderError with
+    the loader's line, as `run_c_loader` does, or with `each` is answered
+    {"error": that line}."""
     names = [signature] * len(requests) if isinstance(signature, str) else list(signature)
     kept = _kept_results(export_dir, names, requests)
     if kept is None:
-        return run_c_loader(export_dir, requests, names)["results"]
-    for result in kept:
+        return run_c_loader(export_dir, requests, names, each=each)["results"]
+    for result in kept if not each else ():
         if "error" in result:
             raise ServingLoaderError(loader_failure(export_dir, result["error"]))
     return kept
