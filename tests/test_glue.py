@@ -219,14 +219,15 @@ def test_synthetic_paraphrase_task_is_learned(tmp_path, capsys):
 def test_synthetic_similarity_regression_is_learned(tmp_path):
     import tensorflow as tf
 
-    folder = synthetic_similarity(str(tmp_path))
+    folder = synthetic_similarity(str(tmp_path), n_train=1500)
     out = tmp_path / "out"
     export = tmp_path / "serving" / "sts" / "1"
     assert cli.main(["--task", "stsb", "--data_dir", folder, "--output_dir", str(out),
                      "--do_predict", *SMALL, "--num_train_epochs", "4",
                      "--export_dir", str(export), "--quantize", "int8"]) == 0
     results = json.loads((out / "eval_results.json").read_text())
-    assert results["eval_pearson"] >= 0.95, results  # 0.9993 on seeds 0 and 1
+    # 0.9955 and 0.9954 with --seed 0 and 1 (0.9994 from 4,000 examples, 2.3x the time)
+    assert results["eval_pearson"] >= 0.95, results
     assert len((out / "STS-B.tsv").read_text().splitlines()) == 41
     # --quantize: the export holds int8 kernels, the task folder float32 ones, and the
     # run reports the quantized model's own dev figures beside the float ones.
