@@ -177,3 +177,17 @@ def pytest_collection_modifyitems(config, items):
         return -seconds.get(path.replace(os.sep, "/"), median)
 
     items.sort(key=cost)  # stable: a file's tests keep their order
+
+
+def export_answering(write, cases: dict) -> tuple:
+    """Runs `write()` (an exporter call that returns its export dir) inside
+    `keep_served`, with every request of `cases` ({case: (signature names, requests)}):
+    the exporter answers them in its own C++-loader load, each answered or refused on
+    its own. -> (export dir, {case: answers, a refusal as {"error": line}})."""
+    from kbert.export.check import keep_served, served_results
+
+    with keep_served(also=[pair for names, requests in cases.values()
+                           for pair in zip(names, requests)]):
+        export_dir = write()
+        return export_dir, {case: served_results(export_dir, requests, names, each=True)
+                            for case, (names, requests) in cases.items()}

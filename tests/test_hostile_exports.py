@@ -73,8 +73,8 @@ class _Exports(dict):
 def exports(tmp_path_factory):
     """{kind: export dir}; `exports.served[kind]`: the exporter's own load's answers to
     KEPT[kind]."""
-    from kbert.export.check import keep_served, served_results
     from kbert.tasks import squad
+    from tests.conftest import export_answering
     from kbert.tasks.glue import build_classifier
     from kbert.tasks.ner.model import build_model as build_ner
 
@@ -84,10 +84,9 @@ def exports(tmp_path_factory):
     out, served = _Exports(), {}
 
     def export(kind, write):
-        names, requests = KEPT[kind]
-        with keep_served(also=list(zip(names, requests))):
-            out[kind] = write(str(root / kind / "1"))
-            served[kind] = served_results(out[kind], requests, names, each=True)
+        out[kind], answers = export_answering(lambda: write(str(root / kind / "1")),
+                                              {kind: KEPT[kind]})
+        served[kind] = answers[kind]
 
     export("squad", lambda path: export_squad(
         squad.build_model(_encoder(tok)), tok, path, max_seq_length=64, doc_stride=32,

@@ -60,14 +60,9 @@ CASES = {
 
 def _export(family, export):
     """-> (export dir, {case: the exporter's own C++ load's answers to its requests})."""
-    from kbert.export.check import keep_served, served_results
+    from tests.conftest import export_answering
 
-    cases = CASES[family]
-    with keep_served(also=[pair for names, requests in cases.values()
-                           for pair in zip(names, requests)]):
-        export_dir = export()
-        return export_dir, {name: served_results(export_dir, requests, names, each=True)
-                            for name, (names, requests) in cases.items()}
+    return export_answering(export, CASES[family])
 
 
 @pytest.fixture(scope="module")
