@@ -140,13 +140,14 @@ def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokeni
     pairs = [("red blue gold", "gold red blue"), ("red blue gold", "pink gray white")]
     out, export, fresh = _fine_tune_on_synthetic_pairs(
         tmp_path, tokenizer, {"end_token_id": tokenizer.end_token_id},
-        ["--num_train_epochs", "15", "--train_batch_size", "64", "--learning_rate", "2e-3",
-         "--do_predict"], pairs)
+        ["--num_train_epochs", "15", "--learning_rate", "1e-3", "--do_predict"], pairs)
     results = json.loads((out / "eval_results.json").read_text())
-    # Seeded, but not the same in every process (the cause is not found). Batches of 64
-    # at 2e-3 (940 steps, 29.3 s alone): 0.983, 0.990, 0.977, 0.977 with --seed 0 to 3.
-    # Before, 32 at 1e-3 (1,875 steps, 36.6 s): 0.977 and 1.0 in two fresh processes,
-    # 0.947 once in a two-worker test run. Chance is 0.5.
+    # Seeded, but not the same on every machine or in every process: oneDNN's kernels (and
+    # TF_ENABLE_ONEDNN_OPTS) change the float rounding. Batches of 32 at 1e-3 (1,875
+    # steps): 0.977 and 1.0 in two fresh processes, 0.947 once in a two-worker test run;
+    # with TF_ENABLE_ONEDNN_OPTS=0, 0.980, 0.977, 0.977, 0.973 with --seed 0 to 3. Batches of 64
+    # at 2e-3 (940 steps) gave 0.977-0.990 here but 0.86 in CI and 0.873 with oneDNN off
+    # and --seed 0: too near the edge. Chance is 0.5.
     assert results["eval_accuracy"] >= 0.93, results
     task, model, loaded, settings = load_task_folder(str(out))
     assert model.get_layer("auxiliary_lm_loss").token_embedding is not None  # linked
