@@ -63,8 +63,15 @@ def _collect_after_each_file(request):
     compiled functions, which hold it). Keras used to collect in every quantizing test
     (one `gc.collect()` per dropped kernel); kbert now collects once per quantize
     (`internals.one_gc_collect`). A collection over 5 s (KBERT_TEST_GC_WARN) is reported
-    as a warning, with what it freed (#54: test_gpt.py's teardown took 82 s in two
-    fresh-clone runs and about 1 s alone; which part is not known yet)."""
+    as a warning, with what it freed.
+
+    What survives the collection is then frozen (`gc.freeze`): later collections, this
+    one after the next file and Python's automatic ones during its tests, skip it. It is
+    what a worker keeps for the rest of the run (imported modules, TensorFlow's and
+    Keras' caches, session fixtures, pytest's reports), millions of objects by the end,
+    and walking it was the time of the long collections (#54: 54 s after test_gpt_glue.py
+    and 48 s after test_cli.py in full runs, about 1 s alone; py-spy's native stacks put
+    most of it in CPython's `gc_collect_main` itself, little in finalizers)."""
     yield
     import gc
     import time
@@ -73,10 +80,11 @@ def _collect_after_each_file(request):
     start = time.perf_counter()
     freed = gc.collect()
     seconds = time.perf_counter() - start
+    gc.freeze()
     if seconds > float(os.environ.get("KBERT_TEST_GC_WARN", 5)):
         warnings.warn(f"{request.node.name}: the garbage collection after the file took "
-                      f"{seconds:.1f} s ({freed} objects freed, {len(gc.get_objects())} "
-                      "left)", RuntimeWarning)
+                      f"{seconds:.1f} s ({freed} objects freed; {gc.get_freeze_count()} "
+                      "frozen)", RuntimeWarning)
 
 
 def odd_config(**overrides):
