@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -45,18 +46,82 @@ def model_folder(tmp_path_factory):
     return folder
 
 
-def test_generate_export_answers_as_the_model_in_a_fresh_process(tmp_path, model_folder):
+# The requests the tests send to the one greedy export (max_new_tokens 12, ops of TF
+# Serving 2.12) that `greedy_export` writes: each test's, all answered in the exporter's
+# own C++-loader load (`keep_served`), so that the file writes and loads it once.
+SINGLES = [{"prompt": [p]} for p in PROMPTS[:5]] + [{"prompt": PROMPTS}]
+MIXED = ["The quick brown fox", "x", "The quick brown fox", "The quick brown fox",
+         "The quick brown fox", "数字 and émoji 🙂"]
+PER_REQUEST = {"prompt": MIXED, "max_new_tokens": [12, 3, 8, 8, 8, 12],
+               "temperature": [0.0, 0.0, 1.0, 1.0, 1.0, 0.7],
+               "top_k": [0, 0, 40, 40, 40, 0], "top_p": [1.0, 1.0, 1.0, 1.0, 1.0, 0.9],
+               "seed": [-1, -1, 5, 5, 6, 7],
+               "repetition_penalty": [1.0, 1.0, 1.0, 1.0, 1.0, 1.3],
+               "no_repeat_ngram_size": [0, 0, 0, 0, 0, 2],
+               "min_new_tokens": [0, 0, 0, 0, 0, 4], "num_beams": [1] * 6}
+TOO_LONG = dict(PER_REQUEST, max_new_tokens=[13, 3, 8, 8, 8, 12])
+BEAM_PROMPTS = ["The quick brown fox", "数字 and émoji 🙂", "It's", "The quick brown fox",
+                "x", "Hello, world!"]
+BEAMS, BEAM_LENGTHS = [4, 1, 4, 2, 2, 1], [10, 10, 10, 10, 6, 7]
+BEAMED = {"prompt": BEAM_PROMPTS, "max_new_tokens": BEAM_LENGTHS,
+          "temperature": [0.0] * 6, "top_k": [0] * 6, "top_p": [1.0] * 6, "seed": [-1] * 6,
+          "repetition_penalty": [1.0] * 6, "no_repeat_ngram_size": [0] * 6,
+          "min_new_tokens": [0] * 6, "num_beams": BEAMS}
+BEAMED_ONE = {k: v[:1] for k, v in BEAMED.items()}  # the first row alone
+BAD_BEAMS = [(dict(BEAMED_ONE, num_beams=[5]), "num_beams: each value must be between 1 "
+                                               r"and 4 \(--max_num_beams of the export\)"),
+             (dict(BEAMED_ONE, num_beams=[2], temperature=[0.7]),
+              "num_beams: each value must be 1 where a row samples")]
+
+
+def _token_ids_request(tokenizer):
+    """`token_ids`' request: right-padded ids of two prompts, and their mask."""
+    ids = tokenizer.tokenize(["The quick brown fox", "x"]).to_list()
+    width = max(map(len, ids))
+    return {"token_ids": [row + [0] * (width - len(row)) for row in ids],
+            "padding_mask": [[1] * len(row) + [0] * (width - len(row)) for row in ids]}
+
+
+@pytest.fixture(scope="module")
+def greedy_export(tmp_path_factory, model_folder):
+    """The greedy export (max_new_tokens 12, TF Serving 2.12's ops) of the folder, and
+    what the tests ask of it: {"dir", "checked": `check`'s verdict, "singles": the C++
+    loader's answers to SINGLES, "per_request": `run_fresh` of PER_REQUEST, a prompt
+    alone and TOKEN_IDS (both loaders), "too_long": the refusal of TOO_LONG, "beamed":
+    answers to BEAMED and BEAMED_ONE, "bad_beams": the refusals of BAD_BEAMS}."""
     lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
-    export_dir = tmp_path / "serving" / "gpt" / "1"
-    requests = [{"prompt": [p]} for p in PROMPTS[:5]] + [{"prompt": PROMPTS}]
-    # The exporter's own load in TF Serving's C++ loader answers `requests` too; `check`
-    # takes that load's answers to the warmup requests for its C++ side.
-    with check_lib.keep_served(also=requests):
-        kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=12,
+    export_dir = str(tmp_path_factory.mktemp("greedy") / "serving" / "gpt" / "1")
+    fresh = [PER_REQUEST, {"prompt": MIXED[:1]}, _token_ids_request(lm.tokenizer)]
+    fresh_names = ["generate", "serving_default", "token_ids"]
+    also = ([("serving_default", r) for r in SINGLES] + list(zip(fresh_names, fresh))
+            + [("generate", r) for r in [TOO_LONG, BEAMED, BEAMED_ONE]]
+            + [("generate", r) for r, _ in BAD_BEAMS])
+    # Every request after one load by each loader: the C++ loader's is the exporter's
+    # own (`keep_served`), the Python loader's a fresh process (`check`'s of the warmup
+    # requests, `run_fresh`'s of the others).
+    with check_lib.keep_served(also=also):
+        kbert.export.export_generate(lm, lm.tokenizer, export_dir, max_new_tokens=12,
                                      serving_version="2.12")
-        assert check_lib.check(str(export_dir), "2.12")  # ops and the warmup replay
-        served = check_lib.served_results(str(export_dir), requests)
-    assert read_settings(str(export_dir)) == {
+        out = {"dir": export_dir,
+               "checked": check_lib.check(export_dir, "2.12"),  # ops and warmup replay
+               "singles": check_lib.served_results(export_dir, SINGLES),
+               "per_request": check_lib.run_fresh(export_dir, fresh, signature=fresh_names),
+               "beamed": check_lib.served_results(export_dir, [BEAMED, BEAMED_ONE],
+                                                  "generate")}
+        out["too_long"] = check_lib.served_results(export_dir, [TOO_LONG], "generate",
+                                                   each=True)[0]
+        out["bad_beams"] = [check_lib.served_results(export_dir, [r], "generate",
+                                                     each=True)[0] for r, _ in BAD_BEAMS]
+    return out
+
+
+def test_generate_export_answers_as_the_model_in_a_fresh_process(greedy_export,
+                                                               model_folder):
+    lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
+    export_dir = greedy_export["dir"]
+    assert greedy_export["checked"]  # TF Serving 2.12's ops, and the warmup replay
+    served = greedy_export["singles"]
+    assert read_settings(export_dir) == {
         "end_token_id": 50256, "max_new_tokens": 12, "max_prompt_tokens": 52,
         "sampler": "greedy", "seed": None, "temperature": 1.0, "top_k": None, "top_p": None,
         "repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "min_new_tokens": 0,
@@ -64,7 +129,7 @@ def test_generate_export_answers_as_the_model_in_a_fresh_process(tmp_path, model
         "caps": {"max_new_tokens": 12, "max_prompt_tokens": 52, "num_beams": 4,
                  "no_repeat_ngram_size": 4, "min_new_tokens": 12,
                  "max_request_bytes": 1048576}}
-    kbert.export.check_ops(str(export_dir), "2.21")  # raises naming a missing op
+    kbert.export.check_ops(export_dir, "2.21")  # raises naming a missing op
     # (`check` ran the warmup requests in both loaders, in fresh processes with nothing
     # of kbert, keras, torch or transformers imported.)
     want = [text[len(prompt):] for prompt, text in
@@ -135,41 +200,23 @@ def test_export_command_with_beam_search_penalties_and_a_stop_string(tmp_path, m
     assert fresh[0]["text"]["value"] == want
 
 
-def test_per_request_signature_in_a_fresh_process(tmp_path, model_folder):
+def test_per_request_signature_in_a_fresh_process(greedy_export, model_folder):
     """The `generate` signature: one batch whose rows differ in max_new_tokens, greedy
     and sampled, the same seed twice and another seed; greedy rows are
     `GPTLanguageModel.generate`'s text, sampled rows the text `generate` gives with the
     same per-row settings and seed (its plain graph, the export's); `serving_default`
     still answers a prompt alone; an out-of-range value is an error naming the input."""
     lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
-    export_dir = tmp_path / "serving" / "gpt" / "4"
-    prompts = ["The quick brown fox", "x", "The quick brown fox", "The quick brown fox",
-               "The quick brown fox", "数字 and émoji 🙂"]
-    request = {"prompt": prompts, "max_new_tokens": [12, 3, 8, 8, 8, 12],
-               "temperature": [0.0, 0.0, 1.0, 1.0, 1.0, 0.7],
-               "top_k": [0, 0, 40, 40, 40, 0], "top_p": [1.0, 1.0, 1.0, 1.0, 1.0, 0.9],
-               "seed": [-1, -1, 5, 5, 6, 7], "repetition_penalty": [1.0, 1.0, 1.0, 1.0, 1.0, 1.3],
-               "no_repeat_ngram_size": [0, 0, 0, 0, 0, 2], "min_new_tokens": [0, 0, 0, 0, 0, 4],
-               "num_beams": [1] * 6}
-    # `token_ids`: right-padded ids in, the new ids out (the export's greedy setting).
-    ids = lm.tokenizer.tokenize(["The quick brown fox", "x"]).to_list()
-    width = max(map(len, ids))
-    padded = np.array([row + [0] * (width - len(row)) for row in ids], "int32")
-    mask = np.array([[1] * len(row) + [0] * (width - len(row)) for row in ids], "int32")
-    bad = dict(request, max_new_tokens=[13, 3, 8, 8, 8, 12])
-    # Every signature after one load by each loader: the C++ loader's is the exporter's
-    # own (`keep_served`), the Python loader's a fresh process.
-    requests = [request, {"prompt": prompts[:1]},
-                {"token_ids": padded.tolist(), "padding_mask": mask.tolist()}]
-    names = ["generate", "serving_default", "token_ids"]
-    with check_lib.keep_served(also=list(zip(names, requests)) + [("generate", bad)]):
-        kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=12)
-        fresh = check_lib.run_fresh(str(export_dir), requests, signature=names)
-        with pytest.raises(check_lib.ServingLoaderError, match="max_new_tokens: each value "
-                           "must be at most 12"):
-            check_lib.served_results(str(export_dir), [bad], "generate")
-    assert set(check_lib.signatures(str(export_dir))) == {"serving_default", "generate",
-                                                           "token_ids"}
+    export_dir = greedy_export["dir"]
+    prompts, request = MIXED, PER_REQUEST
+    token_ids = _token_ids_request(lm.tokenizer)
+    padded = np.array(token_ids["token_ids"], "int32")
+    mask = np.array(token_ids["padding_mask"], "int32")
+    assert "max_new_tokens: each value must be at most 12" in greedy_export["too_long"][
+        "error"]
+    fresh = greedy_export["per_request"]
+    assert set(check_lib.signatures(export_dir)) == {"serving_default", "generate",
+                                                      "token_ids"}
     assert fresh["modules"] == []
     out, alone, raw = fresh["results"]
     texts = out["text"]["value"]
@@ -206,35 +253,17 @@ def test_generate_export_refuses_a_folder_of_another_family(tmp_path):
     shutil.rmtree(tmp_path / "bert")
 
 
-def test_per_request_beams_equal_generate_with_those_beams(tmp_path, model_folder):
+def test_per_request_beams_equal_generate_with_those_beams(greedy_export, model_folder):
     """#50: `num_beams` per request in the `generate` signature, up to the export's cap
     (4 by default): one request whose rows ask 1 and 4 beams (and 2, at two lengths)
     answers, through TF Serving's C++ loader, what `generate` in Python gives with those
     beams; a row past the cap, or a sampled row with beams, is one error naming the
     input and its cap."""
     lm = kbert.GPTLanguageModel.from_pretrained(model_folder)
-    export_dir = tmp_path / "serving" / "gpt" / "5"
-    prompts = ["The quick brown fox", "数字 and émoji 🙂", "It's", "The quick brown fox",
-               "x", "Hello, world!"]
-    beams, lengths = [4, 1, 4, 2, 2, 1], [10, 10, 10, 10, 6, 7]
-    rows = len(prompts)
-    request = {"prompt": prompts, "max_new_tokens": lengths, "temperature": [0.0] * rows,
-               "top_k": [0] * rows, "top_p": [1.0] * rows, "seed": [-1] * rows,
-               "repetition_penalty": [1.0] * rows, "no_repeat_ngram_size": [0] * rows,
-               "min_new_tokens": [0] * rows, "num_beams": beams}
-    one = {k: v[:1] for k, v in request.items()}  # the first row alone
-    bad = [(dict(one, num_beams=[5]), "num_beams: each value must be between 1 and 4 "
-                                      r"\(--max_num_beams of the export\)"),
-           (dict(one, num_beams=[2], temperature=[0.7]), "num_beams: each value must be 1 "
-                                                         "where a row samples")]
-    # Every request in the exporter's own C++ load (refused ones refused alone).
-    with check_lib.keep_served(also=[("generate", r) for r in [request, one]
-                                     + [b for b, _ in bad]]):
-        kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=10)
-        answers = check_lib.served_results(str(export_dir), [request, one], "generate")
-        for request_, message in bad:
-            with pytest.raises(check_lib.ServingLoaderError, match=message):
-                check_lib.served_results(str(export_dir), [request_], "generate")
+    prompts, beams, lengths = BEAM_PROMPTS, BEAMS, BEAM_LENGTHS
+    answers = greedy_export["beamed"]  # in the exporter's own C++ load, as the refusals
+    for (_, message), refused in zip(BAD_BEAMS, greedy_export["bad_beams"]):
+        assert re.search(message, refused["error"]), refused
     texts, counts = answers[0]["text"]["value"], answers[0]["num_tokens"]["value"]
     want = []
     for prompt, k, n in zip(prompts, beams, lengths):
@@ -247,5 +276,5 @@ def test_per_request_beams_equal_generate_with_those_beams(tmp_path, model_folde
     greedy = [t[len(p):] for p, t in zip(prompts, lm.generate(prompts, max_new_tokens=10))]
     assert any(w != g for w, g, k in zip(want, greedy, beams) if k > 1), (want, greedy)
     assert all(c <= n for c, n in zip(counts, lengths))
-    settings = read_settings(str(export_dir))
+    settings = read_settings(greedy_export["dir"])
     assert settings["caps"]["num_beams"] == 4
