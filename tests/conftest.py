@@ -55,6 +55,18 @@ def _seed():
     np.random.seed(1234)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_python_loader():
+    """The Python loader's side of every export check (`run_fresh`, `check`) in one
+    process per worker, not one per call (#54: each imported TensorFlow, about 5 s); it
+    still imports only tensorflow and tensorflow_text, and loads each export anew. The
+    C++ loader keeps its fresh process per export."""
+    from kbert.export.check import shared_python_loader
+
+    with shared_python_loader():
+        yield
+
+
 @pytest.fixture(autouse=True, scope="module")
 def _collect_after_each_file(request):
     """A full garbage collection after each test file. A worker runs many files in one

@@ -132,6 +132,43 @@ def test_the_c_loader_process_imports_no_tensorflow_python(embeddings_export, tm
     assert json.loads(out.read_text())["python_modules"] == []
 
 
+def test_one_python_loader_answers_export_after_export_as_fresh_processes(
+        embeddings_export, tmp_path):
+    """`shared_python_loader` (every test session's, tests/conftest.py): one process
+    answers each export as a process of its own would, with only tensorflow and
+    tensorflow_text imported; an export it cannot load is one error, and the next
+    request is answered (by a new process if that one died); a request past its
+    timeout stops the process."""
+    from kbert.export import check as check_lib
+
+    path = embeddings_export[2]
+    requests = [{"text": TEXTS}, {"text": TEXTS[:1]}]
+    token = check_lib._SHARED_PYTHON.set(None)  # not the session's loader: this test's
+    try:
+        alone = _python_fresh(path, requests, 300)  # a process of its own
+        with check_lib.shared_python_loader():
+            shared = check_lib._SHARED_PYTHON.get()
+            first = _python_fresh(path, requests, 300)
+            with pytest.raises(RuntimeError, match="(?s)the Python loader failed:.*"
+                               "SavedModel file does not exist"):
+                _python_fresh(str(tmp_path / "nothing"), requests, 300)
+            pid = shared.proc.pid
+            again = _python_fresh(path, requests[1:], 300)
+            assert shared.proc.pid == pid and shared.jobs == 3  # one process, three loads
+            shared.proc.kill()  # a process that died is started again
+            shared.proc.wait()
+            assert _python_fresh(path, requests[1:], 300) == again
+            assert shared.proc.pid != pid
+            with pytest.raises(subprocess.TimeoutExpired):
+                _python_fresh(path, requests, 0.001)
+            assert shared.proc is None
+        assert check_lib._SHARED_PYTHON.get() is None
+    finally:
+        check_lib._SHARED_PYTHON.reset(token)
+    assert first == alone and first["modules"] == []
+    assert again["results"] == alone["results"][1:]
+
+
 def test_an_export_written_in_the_process_that_trained_the_model(tmp_path):
     """The docs' example: model.fit, then export_classifier in the same process. The
     export answers through the C++ loader as the trained model does and carries no

@@ -23,38 +23,56 @@ from typing import Iterator
 
 from kbert.export import ops as ops_lib
 
-# Runs in the fresh process. Inputs: export dir, requests JSON, output JSON.
+# Runs in the fresh process: `answer(export dir, requests JSON, output JSON, signature
+# names)` for the four arguments, or with `--serve` for each line of its input (a JSON
+# list of the four), printing a JSON line after each ("ok", or the failure's traceback).
 _FRESH = r"""
-import base64, json, sys
+import base64, gc, json, sys, traceback
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the text ops, as the server links them)
 
 before = set(sys.modules)  # tensorflow_text itself imports tf.keras
 
-export_dir, requests_file, out_file, signature = sys.argv[1:5]
-with open(requests_file, encoding="utf-8") as f:
-    requests = json.load(f)
-names = signature.split(",")  # one for all requests, or one per request
-loaded_signatures = tf.saved_model.load(export_dir).signatures
-results = []
 def value(v):
     return base64.b64decode(v["b64"]) if isinstance(v, dict) else v
-for n, request in enumerate(requests):
-    fn = loaded_signatures[names[n % len(names)]]
-    dtypes = {k: spec.dtype for k, spec in fn.structured_input_signature[1].items()}
-    out = fn(**{k: tf.constant([value(x) for x in v], dtypes[k]) for k, v in request.items()})
-    item = {}
-    for k, v in out.items():
-        v = v.numpy()
-        item[k] = {"dtype": "string" if v.dtype == object else str(v.dtype), "shape": list(v.shape),
-                   "value": [x.decode("utf-8", "replace") if isinstance(x, bytes) else x
-                             for x in v.reshape(-1).tolist()]}
-    results.append(item)
-loaded = sorted(m for m in set(sys.modules) - before
-                if m.split(".")[0] in ("kbert", "keras", "keras_hub", "torch", "transformers"))
-assert not any(m.split(".")[0] == "kbert" for m in sys.modules)
-with open(out_file, "w", encoding="utf-8") as f:
-    json.dump({"results": results, "modules": loaded}, f)
+
+def answer(export_dir, requests_file, out_file, signature):
+    with open(requests_file, encoding="utf-8") as f:
+        requests = json.load(f)
+    names = signature.split(",")  # one for all requests, or one per request
+    loaded_signatures = tf.saved_model.load(export_dir).signatures
+    results = []
+    for n, request in enumerate(requests):
+        fn = loaded_signatures[names[n % len(names)]]
+        dtypes = {k: spec.dtype for k, spec in fn.structured_input_signature[1].items()}
+        out = fn(**{k: tf.constant([value(x) for x in v], dtypes[k])
+                    for k, v in request.items()})
+        item = {}
+        for k, v in out.items():
+            v = v.numpy()
+            item[k] = {"dtype": "string" if v.dtype == object else str(v.dtype),
+                       "shape": list(v.shape),
+                       "value": [x.decode("utf-8", "replace") if isinstance(x, bytes) else x
+                                 for x in v.reshape(-1).tolist()]}
+        results.append(item)
+    loaded = sorted(m for m in set(sys.modules) - before
+                    if m.split(".")[0] in ("kbert", "keras", "keras_hub", "torch",
+                                           "transformers"))
+    assert not any(m.split(".")[0] == "kbert" for m in sys.modules)
+    with open(out_file, "w", encoding="utf-8") as f:
+        json.dump({"results": results, "modules": loaded}, f)
+
+if sys.argv[1:] == ["--serve"]:
+    for line in sys.stdin:
+        try:
+            answer(*json.loads(line))
+            status = "ok"
+        except Exception:
+            status = traceback.format_exc()
+        gc.collect()  # the loaded export, before the next one
+        print(json.dumps(status), flush=True)
+else:
+    answer(*sys.argv[1:5])
 """
 
 
@@ -155,15 +173,100 @@ def _python_fresh(export_dir: str, requests: list[dict], timeout: float,
         req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
         with open(req, "w", encoding="utf-8") as f:
             json.dump(requests, f, ensure_ascii=False)
-        proc = subprocess.run([sys.executable, "-c", _FRESH, os.path.abspath(export_dir), req,
-                               out, _signature_names(signature, requests)],
-                              capture_output=True, text=True, timeout=timeout,
-                              env=_fresh_env(), cwd=tmp)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{export_dir}: the fresh process failed "
-                               f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        args = [os.path.abspath(export_dir), req, out, _signature_names(signature, requests)]
+        shared = _SHARED_PYTHON.get()
+        if shared is not None:
+            shared.answer(export_dir, args, timeout)
+        else:
+            proc = subprocess.run([sys.executable, "-c", _FRESH] + args, capture_output=True,
+                                  text=True, timeout=timeout, env=_fresh_env(), cwd=tmp)
+            if proc.returncode != 0:
+                raise RuntimeError(f"{export_dir}: the fresh process failed "
+                                   f"(exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         with open(out, encoding="utf-8") as f:
             return json.load(f)
+
+
+class _PythonLoader:
+    """One Python loader process (`_FRESH --serve`: only `tensorflow` and
+    `tensorflow_text` imported) that answers export after export, started on first use
+    and again after a failure or timeout; stderr goes to a file (TensorFlow's logs would
+    fill a pipe)."""
+
+    JOBS = 20  # a new process after this many exports: what loads leave behind is freed
+
+    def __init__(self):
+        self.proc = None
+        self.jobs = 0
+        self.home = tempfile.mkdtemp(prefix="kbert-python-loader-")  # its cwd: no kbert
+
+    def _start(self) -> None:
+        self.err = open(os.path.join(self.home, "stderr"), "w+", encoding="utf-8",
+                        errors="replace")
+        self.proc = subprocess.Popen([sys.executable, "-c", _FRESH, "--serve"],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.err, text=True, env=_fresh_env(),
+                                     cwd=self.home)
+
+    def answer(self, export_dir: str, args: list[str], timeout: float) -> None:
+        import select
+
+        if self.jobs >= self.JOBS or (self.proc is not None and self.proc.poll() is not None):
+            self.stop()  # enough loads for one process, or it died
+        if self.proc is None:
+            self._start()
+        self.jobs += 1
+        start = os.fstat(self.err.fileno()).st_size  # this job's part of stderr
+        self.proc.stdin.write(json.dumps(args) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line:  # timed out, or the process died
+            self.err.seek(start)
+            stderr = self.err.read()[-3000:]
+            self.stop()
+            if not ready:
+                raise subprocess.TimeoutExpired("python loader", timeout)
+            raise RuntimeError(f"{export_dir}: the Python loader process failed:\n{stderr}")
+        status = json.loads(line)
+        if status != "ok":
+            raise RuntimeError(f"{export_dir}: the Python loader failed:\n{status[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc.stdin.close()
+            self.proc.stdout.close()
+            self.err.close()
+            self.proc = None
+        self.jobs = 0
+
+    def close(self) -> None:
+        self.stop()
+        import shutil
+
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+_SHARED_PYTHON: contextvars.ContextVar[_PythonLoader | None] = contextvars.ContextVar(
+    "kbert_shared_python_loader", default=None)
+
+
+@contextlib.contextmanager
+def shared_python_loader() -> Iterator[None]:
+    """Inside, the Python side of `run_fresh` and `check` (`tf.saved_model.load` with
+    only `tensorflow` and `tensorflow_text` imported) runs in one process that loads
+    export after export, instead of a new process per call: the same answers, without
+    importing TensorFlow each time (about 5 s). For a test session (tests/conftest.py);
+    the C++ loader keeps its process per export."""
+    loader = _PythonLoader()
+    token = _SHARED_PYTHON.set(loader)
+    try:
+        yield
+    finally:
+        _SHARED_PYTHON.reset(token)
+        loader.close()
 
 
 def loader_failure(export_dir: str, error: str) -> str:
