@@ -359,35 +359,20 @@ def test_pretrain_command_denoising_on_the_bundled_corpus(tmp_path):
     assert again.config.hidden_size == 64 and again.tokenizer.vocab_size == 600
 
 
-@pytest.mark.e2e
-@pytest.mark.subprocess
-def test_generate_export_answers_as_the_model_through_the_servers_loader(folder, tmp_path):
-    """BART's `generate` SavedModel: ops of TF Serving 2.12, warmup requests through both
-    loaders, and TF Serving's C++ loader answers what `generate` answers (the
-    per-request signature too)."""
-    from kbert.export import check as check_lib
-
-    _, _, lm = folder
-    export_dir = tmp_path / "serving" / "bart" / "1"
-    texts = ["The cat sat on the mat.", "", "héllo 😀 世界"]
-    # The exporter's own load in TF Serving's C++ loader answers `texts` too; `check`
-    # takes that load's answers to the warmup requests for its C++ side.
-    with check_lib.keep_served(also=[{"prompt": texts}]):
-        kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=8,
-                                     repetition_penalty=1.5, serving_version="2.12")
-        # The warmup requests of both signatures in both loaders, in fresh processes
-        # with nothing of kbert, Keras or torch imported.
-        assert check_lib.check(str(export_dir), "2.12")
-        served = check_lib.served_results(str(export_dir), [{"prompt": texts}])
-    assert served[0]["text"]["value"] == lm.generate(
-        texts, max_new_tokens=8, repetition_penalty=1.5)
+TEXTS = ["The cat sat on the mat.", "", "héllo 😀 世界"]
+PER_ROW = {"prompt": [TEXTS[0], TEXTS[2]], "max_new_tokens": [4, 6],
+           "temperature": [0.0, 0.0], "top_k": [0, 0], "top_p": [1.0, 1.0],
+           "seed": [-1, -1], "repetition_penalty": [1.0, 1.0],
+           "no_repeat_ngram_size": [0, 0], "min_new_tokens": [0, 0], "num_beams": [1, 1]}
 
 
-@pytest.mark.subprocess
-def test_generate_export_forces_the_end_token(folder, tmp_path):
-    """With `forced_eos_token_id`, both signatures of the `generate` export end a row
-    cut by its budget with `</s>`: `num_tokens` (tokens before the end) and the text are
-    those of `generate` with the same budget, per row."""
+@pytest.fixture(scope="module")
+def generate_export(folder, tmp_path_factory):
+    """BART's `generate` SavedModel (max_new_tokens 8, repetition_penalty 1.5, TF
+    Serving 2.12's ops) of the folder's model with `forced_eos_token_id` 2 (as
+    facebook/bart-large-cnn's config has it): (model, export dir, `check`'s verdict, the
+    C++ loader's answers to TEXTS (`serving_default`) and PER_ROW (`generate`), both in
+    the exporter's own load)."""
     import dataclasses
 
     from kbert.export import check as check_lib
@@ -395,24 +380,45 @@ def test_generate_export_forces_the_end_token(folder, tmp_path):
     _, root, _ = folder
     lm = kbert.BartSeq2SeqLM.from_pretrained(root / "lm")
     lm.config = dataclasses.replace(lm.config, forced_eos_token_id=2)
-    export_dir = tmp_path / "serving" / "bart" / "1"
-    texts = ["The cat sat on the mat.", "héllo 😀 世界"]
-    requests = [{
-        "prompt": texts, "max_new_tokens": [4, 6], "temperature": [0.0, 0.0],
-        "top_k": [0, 0], "top_p": [1.0, 1.0], "seed": [-1, -1],
-        "repetition_penalty": [1.0, 1.0], "no_repeat_ngram_size": [0, 0],
-        "min_new_tokens": [0, 0], "num_beams": [1, 1]}, {"prompt": texts}]
-    names = ["generate", "serving_default"]
-    # Both signatures after one load by TF Serving's C++ loader (the exporter's).
+    export_dir = str(tmp_path_factory.mktemp("generate") / "serving" / "bart" / "1")
+    requests, names = [{"prompt": TEXTS}, PER_ROW], ["serving_default", "generate"]
     with check_lib.keep_served(also=list(zip(names, requests))):
-        kbert.export.export_generate(lm, lm.tokenizer, str(export_dir), max_new_tokens=6)
-        fresh, served = check_lib.served_results(str(export_dir), requests, names)
+        kbert.export.export_generate(lm, lm.tokenizer, export_dir, max_new_tokens=8,
+                                     repetition_penalty=1.5, serving_version="2.12")
+        # The warmup requests of both signatures in both loaders, in fresh processes
+        # with nothing of kbert, Keras or torch imported.
+        checked = check_lib.check(export_dir, "2.12")
+        served = check_lib.served_results(export_dir, requests, names)
+    return lm, export_dir, checked, served
+
+
+@pytest.mark.e2e
+@pytest.mark.subprocess
+def test_generate_export_answers_as_the_model_through_the_servers_loader(generate_export):
+    """BART's `generate` SavedModel: ops of TF Serving 2.12, warmup requests through both
+    loaders, and TF Serving's C++ loader answers what `generate` answers (the
+    per-request signature too)."""
+    lm, _, checked, (served, _) = generate_export
+    assert checked
+    assert served["text"]["value"] == lm.generate(
+        TEXTS, max_new_tokens=8, repetition_penalty=1.5)
+
+
+@pytest.mark.subprocess
+def test_generate_export_forces_the_end_token(generate_export):
+    """With `forced_eos_token_id`, both signatures of the `generate` export end a row
+    cut by its budget with `</s>`: `num_tokens` (tokens before the end) and the text are
+    those of `generate` with the same budget, per row."""
+    lm, _, _, (served, per_row) = generate_export
     want = [lm.generate([t], max_new_tokens=n, return_scores=True)[0]
-            for t, n in zip(texts, (4, 6))]
+            for t, n in zip(PER_ROW["prompt"], (4, 6))]
     assert [len(w["token_ids"]) for w in want] == [3, 5]  # the last step's </s> forced
-    assert fresh["num_tokens"]["value"] == [3, 5]
-    assert fresh["text"]["value"] == [w["text"] for w in want]
-    assert served["text"]["value"] == lm.generate(texts, max_new_tokens=6)
+    assert per_row["num_tokens"]["value"] == [3, 5]
+    assert per_row["text"]["value"] == [w["text"] for w in want]
+    # serving_default (the export's settings: 8 new tokens, repetition_penalty 1.5)
+    want = lm.generate(TEXTS, max_new_tokens=8, repetition_penalty=1.5, return_scores=True)
+    assert 7 in [len(w["token_ids"]) for w in want]  # a row the budget cut, </s> forced
+    assert served["text"]["value"] == [w["text"] for w in want]
 
 
 def test_pretrain_from_a_folder_reads_its_weights_once(tmp_path, caplog):
