@@ -161,28 +161,48 @@ def test_bfloat16_export_of_a_task_folder(tmp_path, sample_and_tokenizer):
     assert set(signatures(paths["bfloat16"])) == set(signatures(paths["float32"]))
 
 
+LABELS = ["négatif", "neutral", "positive"]
+
+
+@pytest.fixture(scope="module")
+def classifier_exports(sample_and_tokenizer, tmp_path_factory):
+    """{pair: (model, export dir, the tokenized inputs of the texts, `run_fresh`'s
+    report)}: a tiny classifier's export for one text and for pairs, with 70 texts (and
+    70 second texts), the first alone, their tf.Examples (`classify`) and their ids
+    (`token_ids`) answered in both loaders; other tests share the exports."""
+    _, tokenizer = sample_and_tokenizer
+    root = tmp_path_factory.mktemp("classifiers")
+    out = {}
+    for pair in (False, True):
+        model = _tiny_classifier(tokenizer, LABELS)
+        export_dir = root / f"pair_{pair}" / "1"
+        texts = HARD_TEXTS * 10  # 70 rows
+        texts_b = (HARD_TEXTS[::-1] * 10) if pair else None
+        inputs = tokenizer(texts, texts_b, seq_length=48)
+        request = {"text": texts} | ({"text_b": texts_b} if pair else {})
+        one = {"text": texts[:1]} | ({"text_b": texts_b[:1]} if pair else {})
+        examples = [_example(text=a, **({"text_b": b} if pair else {}))
+                    for a, b in zip(texts, texts_b or texts)]
+        # Every signature after one load by each loader (the C++ loader's: the
+        # exporter's).
+        requests = [request, one, {"inputs": examples},
+                    {k: v.numpy().tolist() for k, v in inputs.items()}]
+        names = ["serving_default", "serving_default", "classify", "token_ids"]
+        with keep_served(also=list(zip(names, requests))):
+            export_classifier(model, tokenizer, str(export_dir), LABELS, pair=pair,
+                              seq_length=48)
+            report = run_fresh(str(export_dir), requests, signature=names)
+        out[pair] = model, export_dir, inputs, report
+    return out
+
+
 @pytest.mark.subprocess
 @pytest.mark.parametrize("pair", [False, True])
-def test_classifier_export_matches_python(tmp_path, sample_and_tokenizer, pair):
-    _, tokenizer = sample_and_tokenizer
-    labels = ["négatif", "neutral", "positive"]
-    model = _tiny_classifier(tokenizer, labels)
-    export_dir = tmp_path / "clf" / "1"
-    texts = HARD_TEXTS * 10  # 70 rows
-    texts_b = (HARD_TEXTS[::-1] * 10) if pair else None
-    inputs = tokenizer(texts, texts_b, seq_length=48)
+def test_classifier_export_matches_python(classifier_exports, pair):
+    labels = LABELS
+    model, export_dir, inputs, report = classifier_exports[pair]
+    texts = HARD_TEXTS * 10
     want = tf.nn.softmax(model.predict(inputs, verbose=0)["logits"]).numpy()
-    request = {"text": texts} | ({"text_b": texts_b} if pair else {})
-    one = {"text": texts[:1]} | ({"text_b": texts_b[:1]} if pair else {})
-    examples = [_example(text=a, **({"text_b": b} if pair else {}))
-                for a, b in zip(texts, texts_b or texts)]
-    # Every signature after one load by each loader (the C++ loader's: the exporter's).
-    requests = [request, one, {"inputs": examples},
-                {k: v.numpy().tolist() for k, v in inputs.items()}]
-    names = ["serving_default", "serving_default", "classify", "token_ids"]
-    with keep_served(also=list(zip(names, requests))):
-        export_classifier(model, tokenizer, str(export_dir), labels, pair=pair, seq_length=48)
-        report = run_fresh(str(export_dir), requests, signature=names)
     out = report["results"][0]
     probs = np.array(out["probabilities"]["value"]).reshape(out["probabilities"]["shape"])
     np.testing.assert_allclose(probs, want, rtol=1e-5, atol=1e-5)
@@ -421,11 +441,8 @@ def test_the_exporter_refuses_an_op_its_target_lacks(tmp_path, sample_and_tokeni
 
 
 @pytest.mark.subprocess
-def test_bad_requests_fail_clearly_without_killing_the_process(tmp_path,
-                                                               sample_and_tokenizer):
-    _, tokenizer = sample_and_tokenizer
-    model = _tiny_classifier(tokenizer, ["a", "b"])
-    export_classifier(model, tokenizer, str(tmp_path / "m" / "1"), ["a", "b"], seq_length=16)
+def test_bad_requests_fail_clearly_without_killing_the_process(classifier_exports):
+    export_dir = classifier_exports[False][1]
     script = r"""
 import sys, tensorflow as tf, tensorflow_text
 fn = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
@@ -437,7 +454,7 @@ for bad in ({}, {"text": tf.constant([1, 2])}, {"txt": tf.constant(["x"])}):
         print("REJECTED", type(e).__name__, str(e).splitlines()[0][:200])
 print("STILL ALIVE", fn(text=tf.constant(["ok"]))["label"].numpy().tolist())
 """
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "m" / "1")],
+    proc = subprocess.run([sys.executable, "-c", script, str(export_dir)],
                           capture_output=True, text=True, timeout=300)
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -532,12 +549,8 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer, capsys):
 
 
 @pytest.mark.subprocess  # the export replays its warmup through the C loader
-def test_pair_requests_of_different_batch_sizes_fail_clearly(tmp_path, sample_and_tokenizer):
-    _, tokenizer = sample_and_tokenizer
-    model = _tiny_classifier(tokenizer, ["a", "b"])
-    export_classifier(model, tokenizer, str(tmp_path / "p" / "1"), ["a", "b"], pair=True,
-                      seq_length=16)
-    fn = tf.saved_model.load(str(tmp_path / "p" / "1")).signatures["serving_default"]
+def test_pair_requests_of_different_batch_sizes_fail_clearly(classifier_exports):
+    fn = tf.saved_model.load(str(classifier_exports[True][1])).signatures["serving_default"]
     with pytest.raises(tf.errors.InvalidArgumentError,
                        match="text and text_b must have the same batch size"):
         fn(text=tf.constant(["a"]), text_b=tf.constant(["b", "c"]))
