@@ -199,6 +199,31 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=cost)  # stable: a file's tests keep their order
 
 
+def spy_processes(monkeypatch) -> list:
+    """Records each export check process a test's code starts: "c_loader" for a C++
+    loader process, "python" for a fresh Python process or a load by the session's one
+    Python loader (`shared_python_loader`). -> the list, filled as they start."""
+    import subprocess
+    import sys
+
+    from kbert.export import check as check_lib
+
+    started, run, answer = [], subprocess.run, check_lib._PythonLoader.answer
+
+    def spy(argv, *args, **kwargs):
+        if argv[0] == sys.executable:  # a fresh Python process
+            started.append("c_loader" if str(argv[1]).endswith("c_loader.py") else "python")
+        return run(argv, *args, **kwargs)
+
+    def loads(self, *args):
+        started.append("python")
+        return answer(self, *args)
+
+    monkeypatch.setattr(subprocess, "run", spy)
+    monkeypatch.setattr(check_lib._PythonLoader, "answer", loads)
+    return started
+
+
 def export_answering(write, cases: dict) -> tuple:
     """Runs `write()` (an exporter call that returns its export dir) inside
     `keep_served`, with every request of `cases` ({case: (signature names, requests)}):

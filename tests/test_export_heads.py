@@ -4,9 +4,6 @@ through TF Serving's C++ loader, and the encoder's variables are saved once."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -61,15 +58,9 @@ def test_each_head_answers_as_its_own_export_with_one_encoder(folders, tmp_path,
         with keep_served(also=[{"text": TEXTS}]):  # answered in the exporter's C++ load
             export_from_folder(str(base / single), kind, str(tmp_path / single / "1"))
             want[single] = served_results(str(tmp_path / single / "1"), [{"text": TEXTS}])[0]
-    started = []
-    run = subprocess.run
+    from tests.conftest import spy_processes
 
-    def spy(argv, *args, **kwargs):
-        if argv[0] == sys.executable:  # a fresh Python process
-            started.append("c_loader" if str(argv[1]).endswith("c_loader.py") else argv[1])
-        return run(argv, *args, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", spy)
+    started = spy_processes(monkeypatch)
     capsys.readouterr()
     heads = ["sentiment", "entities", "serving_default"]
     with keep_served(also=[(name, {"text": TEXTS}) for name in heads]):
@@ -82,7 +73,7 @@ def test_each_head_answers_as_its_own_export_with_one_encoder(folders, tmp_path,
     # Both signatures' warmup requests after one load by TF Serving's C++ loader (before
     # the export is moved into place) and one by tf.saved_model.load; the check after
     # the export compares the two, without loading it in the C++ loader again.
-    assert sorted(started) == ["-c", "c_loader"], started
+    assert sorted(started) == ["c_loader", "python"], started
     assert set(signatures(str(multi))) == {
         "serving_default", "sentiment", "sentiment_classify", "sentiment_token_ids",
         "entities", "entities_token_ids"}

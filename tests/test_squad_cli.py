@@ -47,14 +47,9 @@ def test_evaluate_command(tmp_path, capsys):
 
 @pytest.mark.e2e
 def test_small_end_to_end_run(tmp_path, capsys, recwarn, monkeypatch):
-    started, run = [], subprocess.run
+    from tests.conftest import spy_processes
 
-    def spy(argv, *args, **kwargs):
-        if argv[0] == sys.executable:  # a fresh Python process
-            started.append("c_loader" if str(argv[1]).endswith("c_loader.py") else argv[1])
-        return run(argv, *args, **kwargs)
-
-    monkeypatch.setattr(subprocess, "run", spy)
+    started = spy_processes(monkeypatch)
     assert cli.main(["--output_dir", str(tmp_path), "--sample_paragraphs", "24",
                      "--num_train_epochs", "1", "--max_seq_length", "64",
                      "--doc_stride", "32", "--steps_per_loop", "5"]) == 0
