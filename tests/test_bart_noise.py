@@ -136,6 +136,9 @@ def test_text_infilling_is_distributed_as_fairseqs():
     theirs, ours = (_read(noised, docs) for noised in _noised(docs, 0.3, 0.1, False))
     for key in ("deleted", "masks", "inserts", "randoms"):
         _same_mean(theirs[key], ours[key], key)
+        print(f"{key}: fairseq {theirs[key].mean():.4f}, kbert {ours[key].mean():.4f}")
+    print(f"deleted runs: fairseq {len(theirs['runs'])} of mean length "
+          f"{theirs['runs'].mean():.3f}, kbert {len(ours['runs'])} of {ours['runs'].mean():.3f}")
     # The deleted share is under 0.3: spans overlap, and 0-length ones delete nothing.
     assert 0.26 < theirs["deleted"].mean() < 0.3 and 0.26 < ours["deleted"].mean() < 0.3
     assert theirs["inserts"].mean() > 0.1 and theirs["randoms"].sum() > 0
@@ -144,6 +147,7 @@ def test_text_infilling_is_distributed_as_fairseqs():
     bins = np.arange(1, 14)
     counts = np.array([np.histogram(np.minimum(x["runs"], 12), bins)[0]
                        for x in (theirs, ours)])
+    print(f"run lengths 1-12: chi-square p {stats.chi2_contingency(counts).pvalue:.2f}")
     assert stats.chi2_contingency(counts).pvalue > 1e-3, counts
 
 
