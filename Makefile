@@ -6,7 +6,7 @@ export TF_CPP_MIN_LOG_LEVEL ?= 2
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: demo demo-classifier demo-pretrain test test-fast test-all bench clean refs
+.PHONY: demo demo-classifier demo-pretrain demo-seq2seq test test-fast test-all bench clean refs
 
 $(VENV)/.base: setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,12 @@ demo-classifier: $(VENV)/.base
 # questions from it and from scratch: both scores printed (runs/demo-pretrain).
 demo-pretrain: $(VENV)/.base
 	$(PY) -m kbert.tasks.pretrain.demo --output_dir runs/demo-pretrain
+
+# The seq2seq command on its embedded default: a generated translation task (a lexicon
+# and a word-order rule) learned by a tiny T5 from scratch, scored with sacrebleu,
+# exported and asked through TF Serving's C++ loader (runs/demo-seq2seq).
+demo-seq2seq: $(VENV)/.base
+	TF_CPP_MIN_LOG_LEVEL=3 $(PY) -m kbert.tasks.seq2seq.demo --output_dir runs/demo-seq2seq
 
 # Tests run in TEST_WORKERS processes (pytest-xdist), a test file per process at a time
 # so that module fixtures are built once: the CPU count, at most 4 (2 on a 2-core CI).

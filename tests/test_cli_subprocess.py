@@ -166,7 +166,7 @@ def test_verbose_keeps_the_traceback(tmp_path):
 COMMANDS = [["kbert.tasks.squad"], ["kbert.tasks.squad", "evaluate"], ["kbert.tasks.glue"],
             ["kbert.tasks.ner"], ["kbert.tasks.pretrain"],
             ["kbert.tasks.pretrain", "create_data"], ["kbert.export"],
-            ["kbert.export", "check"]]
+            ["kbert.export", "check"], ["kbert.tasks.seq2seq"]]
 
 
 def _help(command):

@@ -74,6 +74,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                     length_penalty: float = 1.0, early_stopping=False,
                     repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                     min_new_tokens: int = 0, stop=(), max_num_beams: int | None = None,
+                    prompt_prefix: str = "",
                     serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
                     max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a causal LM with its tokenizer (see the module docstring).
@@ -83,12 +84,19 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     `sampler="beam"` each prompt's best beam is returned. `max_num_beams`: the most
     beams the `generate` signature takes per request (default 4, or `num_beams` of a
     beam export when larger). The caps are logged, and listed under "caps" in
-    `kbert_generate.json`.
+    `kbert_generate.json`. `prompt_prefix`: put before every prompt in the graph (T5's
+    "summarize: ", as the model was fine-tuned), so that clients send the bare text;
+    the `token_ids` signature takes ids as they are.
     """
     generation.check_settings(sampler, temperature, top_k, top_p)
     if top_k is not None:  # recorded as decoding uses it: at most the vocabulary
         top_k = min(int(top_k), int(lm.vocab_size))
     prepare, keep, limit = _prompt_preparation(lm, tokenizer, max_new_tokens)
+    if prompt_prefix:
+        bare = prepare
+
+        def prepare(prompts):
+            return bare(tf.strings.join([tf.constant(prompt_prefix), prompts]))
     end = lm.end_token_id
     if end is None:
         raise ValueError("the generate export needs an end token (GPT-2's <|endoftext|>); "
@@ -122,6 +130,8 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                 "repetition_penalty": float(repetition_penalty),
                 "no_repeat_ngram_size": int(no_repeat_ngram_size),
                 "min_new_tokens": int(min_new_tokens), "stop": stop}
+    if prompt_prefix:
+        settings["prompt_prefix"] = prompt_prefix
     if beam:
         settings.update(num_beams=int(num_beams))
     settings.update(length_penalty=float(length_penalty), early_stopping=early_stopping)

@@ -78,9 +78,10 @@ def _global_sum(value):
     return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
 
-def lm_loss() -> keras.losses.Loss:
-    """Cross-entropy of the next token, averaged over real tokens (labels -1 out)."""
-    return LMLoss()
+def lm_loss(label_smoothing: float = 0.0) -> keras.losses.Loss:
+    """Cross-entropy of the next token, averaged over real tokens (labels -1 out);
+    `label_smoothing` as transformers' `LabelSmoother` (--label_smoothing_factor)."""
+    return LMLoss(label_smoothing=label_smoothing)
 
 
 @keras.saving.register_keras_serializable(package="kbert")
@@ -94,17 +95,35 @@ class LMLoss(keras.losses.Loss):
     strategy the count is the real tokens of every replica's batch (an all-reduce), so
     that the replicas' losses, which Keras sums, are the global batch's mean, and so are
     their summed gradients (dividing by each replica's own count doubled both on two
-    replicas: the reported loss, and the gradient that Adam's normalization hid)."""
+    replicas: the reported loss, and the gradient that Adam's normalization hid).
 
-    def __init__(self, name="lm_loss", reduction="sum", **kwargs):
+    `label_smoothing` e: each token's loss is (1 - e) x its cross-entropy + e x the mean
+    over the vocabulary of -log p (transformers' `LabelSmoother`, which
+    `run_summarization.py --label_smoothing_factor` uses)."""
+
+    def __init__(self, name="lm_loss", reduction="sum", label_smoothing: float = 0.0,
+                 **kwargs):
         super().__init__(name=name, reduction=reduction, **kwargs)
+        if not 0.0 <= float(label_smoothing) < 1.0:
+            raise ValueError(f"label_smoothing={label_smoothing}: must be in [0, 1)")
+        self.label_smoothing = float(label_smoothing)
 
     def call(self, y_true, y_pred):
         labels = tf.cast(y_true, tf.int32)
         valid = tf.cast(tf.not_equal(labels, IGNORED), tf.float32)
+        logits = tf.cast(y_pred, tf.float32)
         nll = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.maximum(labels, 0), logits=tf.cast(y_pred, tf.float32))
+            labels=tf.maximum(labels, 0), logits=logits)
+        if self.label_smoothing:
+            smooth = -tf.reduce_mean(tf.nn.log_softmax(logits), axis=-1)
+            nll = (1.0 - self.label_smoothing) * nll + self.label_smoothing * smooth
         return nll * valid / tf.maximum(_global_sum(tf.reduce_sum(valid)), 1.0)
+
+    def get_config(self):
+        config = super().get_config()
+        if self.label_smoothing:
+            config["label_smoothing"] = self.label_smoothing
+        return config
 
 
 @keras.saving.register_keras_serializable(package="kbert")

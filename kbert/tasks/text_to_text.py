@@ -86,18 +86,38 @@ def features(lm, tokenizer, inputs, targets, input_length: int, output_length: i
 def generate_texts(lm, tokenizer, inputs, input_length: int, max_new_tokens: int,
                    batch_size: int) -> list[str]:
     """Greedy outputs (without `</s>`) of the inputs, `batch_size` at a time."""
+    return generate_outputs(lm, tokenizer, inputs, input_length, max_new_tokens,
+                            batch_size)[0]
+
+
+def generate_outputs(lm, tokenizer, inputs, input_length: int, max_new_tokens: int,
+                     batch_size: int, **settings) -> tuple[list[str], list[int]]:
+    """(the output texts without `</s>`, the tokens each generated: `</s>` counted where
+    it came) of the inputs, `batch_size` at a time, cut to `input_length` tokens as
+    `encode_texts` cuts (with its warning). `settings`: `generate`'s decoding options
+    (num_beams > 1: beam search; length_penalty, no_repeat_ngram_size, min_new_tokens,
+    repetition_penalty); none: greedy."""
     enc, mask = encode_texts(tokenizer, inputs, input_length, "inputs")
-    out = []
+    sampler = "beam" if settings.get("num_beams", 1) > 1 else "greedy"
+    beam_only = ("num_beams", "length_penalty", "early_stopping")
+    settings = {k: v for k, v in settings.items()
+                if k != "sampler" and (sampler == "beam" or k not in beam_only)}
+    texts, lengths = [], []
     for i in range(0, len(inputs), batch_size):
         rows = mask[i:i + batch_size]
         width = max(1, int(rows.sum(1).max()))
-        ids = lm.generate_ids(enc[i:i + batch_size, :width], rows[:, :width], max_new_tokens)
+        ids = lm.generate_ids(enc[i:i + batch_size, :width], rows[:, :width], max_new_tokens,
+                              sampler=sampler, **settings)
         ids = tf.convert_to_tensor(ids)
-        before = tf.equal(tf.cumsum(tf.cast(tf.equal(ids, tokenizer.end_token_id), tf.int32),
-                                    axis=1), 0)
-        texts = tokenizer.detokenize(tf.ragged.boolean_mask(ids, before)).numpy()
-        out.extend(t.decode("utf-8") for t in texts)
-    return out
+        ends = tf.cumsum(tf.cast(tf.equal(ids, tokenizer.end_token_id), tf.int32), axis=1)
+        before = tf.equal(ends, 0)
+        # the tokens before the end token, and the end token itself where one came
+        first_end = tf.equal(ends, 1) & tf.equal(ids, tokenizer.end_token_id)
+        lengths.extend(int(n) for n in tf.reduce_sum(
+            tf.cast(before | first_end, tf.int32), axis=1).numpy())
+        out = tokenizer.detokenize(tf.ragged.boolean_mask(ids, before)).numpy()
+        texts.extend(t.decode("utf-8") for t in out)
+    return texts, lengths
 
 
 def trim_batch(multiple: int):
@@ -139,7 +159,8 @@ def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str):
         lambda: lm_class.from_pretrained(args.init_from),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
-        {"logits": lm_loss()}, {"logits": [Perplexity()]})
+        {"logits": lm_loss(getattr(args, "label_smoothing_factor", 0.0))},
+        {"logits": [Perplexity()]})
     x, y = make_data(model)
     data = training.finalize_dataset(tf.data.Dataset.from_tensor_slices((x, y)), batch,
                                      training=True, seed=args.seed)
@@ -164,24 +185,35 @@ def save_and_export(args, model, tokenizer, max_new_tokens: int, texts=(),
         export(args, model, tokenizer, max_new_tokens, texts, outputs)
 
 
-def export(args, model, tokenizer, max_new_tokens: int, texts=(), outputs=()) -> None:
-    """The `generate` SavedModel in --export_dir (text in, text out, greedy, at most
-    `max_new_tokens`; --quantize/--dtype as the task commands), checked through TF
-    Serving's loader to answer `outputs` for the first 64 `texts` (the model's own
-    outputs; those of the exported variant where --quantize/--dtype changed it)."""
+def export(args, model, tokenizer, max_new_tokens: int, texts=(), outputs=(),
+           settings: dict | None = None, prompt_prefix: str = "") -> None:
+    """The `generate` SavedModel in --export_dir (text in, text out, at most
+    `max_new_tokens`; greedy, or the decoding `settings` (`export_generate`'s: num_beams,
+    length_penalty, ...) as its `serving_default`'s; `prompt_prefix` put before each
+    prompt in the graph; --quantize/--dtype as the task commands), checked through TF
+    Serving's loader to answer `outputs` for the first 64 `texts` (given without the
+    prefix; the model's own outputs, those of the exported variant where
+    --quantize/--dtype changed it)."""
     from kbert.export import export_generate
     from kbert.export.check import keep_served
     from kbert.export.folder import export_variant
 
+    settings = dict(settings or {})
+    if settings.get("num_beams", 1) > 1:
+        settings["sampler"] = "beam"
     exported, _ = export_variant(model, args.quantize, args.dtype)
     texts = list(texts)[:64]
     # The check's texts run in the exporter's own load of the export.
     with keep_served(also=[{"prompt": texts}] if texts else []):
-        export_generate(exported, tokenizer, args.export_dir, max_new_tokens=max_new_tokens)
+        export_generate(exported, tokenizer, args.export_dir, max_new_tokens=max_new_tokens,
+                        prompt_prefix=prompt_prefix, **settings)
         if texts:
-            check_export(args.export_dir, texts, list(outputs)[:64] if exported is model
-                         else generate_texts(exported, tokenizer, texts, args.max_seq_length,
-                                             max_new_tokens, args.predict_batch_size))
+            if exported is not model:
+                outputs = generate_outputs(
+                    exported, tokenizer, [prompt_prefix + t for t in texts],
+                    args.max_seq_length, max_new_tokens, args.predict_batch_size,
+                    **settings)[0]
+            check_export(args.export_dir, texts, list(outputs)[:64])
     logger.info("SavedModel for TF Serving (text in, text out): %s", args.export_dir)
 
 
