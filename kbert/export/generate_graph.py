@@ -74,7 +74,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                     length_penalty: float = 1.0, early_stopping=False,
                     repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                     min_new_tokens: int = 0, stop=(), max_num_beams: int | None = None,
-                    prompt_prefix: str = "",
+                    prompt_prefix: str = "", prompt_suffix: str = "", prompt_suffix_ids=(),
                     serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
                     max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a causal LM with its tokenizer (see the module docstring).
@@ -86,17 +86,22 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     beam export when larger). The caps are logged, and listed under "caps" in
     `kbert_generate.json`. `prompt_prefix`: put before every prompt in the graph (T5's
     "summarize: ", as the model was fine-tuned), so that clients send the bare text;
-    the `token_ids` signature takes ids as they are.
+    the `token_ids` signature takes ids as they are; `prompt_suffix` the same after it
+    (GPT-2's "\nTL;DR:"). `prompt_suffix_ids`: token ids put
+    after every text prompt's (a causal LM fine-tuned as a decoder-only seq2seq model:
+    its separator, the end token).
     """
     generation.check_settings(sampler, temperature, top_k, top_p)
     if top_k is not None:  # recorded as decoding uses it: at most the vocabulary
         top_k = min(int(top_k), int(lm.vocab_size))
-    prepare, keep, limit = _prompt_preparation(lm, tokenizer, max_new_tokens)
-    if prompt_prefix:
+    prepare, keep, limit = _prompt_preparation(lm, tokenizer, max_new_tokens,
+                                               tuple(int(i) for i in prompt_suffix_ids))
+    if prompt_prefix or prompt_suffix:
         bare = prepare
 
         def prepare(prompts):
-            return bare(tf.strings.join([tf.constant(prompt_prefix), prompts]))
+            return bare(tf.strings.join([tf.constant(prompt_prefix), prompts,
+                                         tf.constant(prompt_suffix)]))
     end = lm.end_token_id
     if end is None:
         raise ValueError("the generate export needs an end token (GPT-2's <|endoftext|>); "
@@ -132,6 +137,10 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                 "min_new_tokens": int(min_new_tokens), "stop": stop}
     if prompt_prefix:
         settings["prompt_prefix"] = prompt_prefix
+    if prompt_suffix:
+        settings["prompt_suffix"] = prompt_suffix
+    if len(prompt_suffix_ids):
+        settings["prompt_suffix_ids"] = [int(i) for i in prompt_suffix_ids]
     if beam:
         settings.update(num_beams=int(num_beams))
     settings.update(length_penalty=float(length_penalty), early_stopping=early_stopping)
@@ -197,7 +206,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                        extra_signatures={"generate": generate, "token_ids": token_ids})
 
 
-def _prompt_preparation(lm, tokenizer, max_new_tokens: int):
+def _prompt_preparation(lm, tokenizer, max_new_tokens: int, suffix_ids=()):
     """(prepare(prompts) -> (ids, token_ids, padding_mask, cut), the most prompt tokens
     kept, the model's positions) for `lm`: a causal LM keeps a prompt's last
     `max_positions - max_new_tokens` tokens (an empty one starts from the end token);
@@ -205,6 +214,9 @@ def _prompt_preparation(lm, tokenizer, max_new_tokens: int):
     the encoder's length (`max_input_length`, else the tokenizer's `seq_length`), and
     its decoder has `max_positions` for the start token(s) and the new ones."""
     limit = lm.max_positions
+    if suffix_ids and lm.is_encoder_decoder:
+        raise ValueError("prompt_suffix_ids: for causal LMs (an encoder-decoder's inputs "
+                         "end with its tokenizer's end token)")
     if lm.is_encoder_decoder:
         if not 1 <= max_new_tokens <= limit - 2:
             raise ValueError(f"max_new_tokens={max_new_tokens}: must be between 1 and "
@@ -217,7 +229,8 @@ def _prompt_preparation(lm, tokenizer, max_new_tokens: int):
                          f"{limit - 1} (the model has {limit} positions)")
     keep = limit - max_new_tokens
     return (lambda prompts: generation.prepare_prompts(tokenizer, prompts, keep,
-                                                       lm.end_token_id), keep, limit)
+                                                       lm.end_token_id, suffix_ids),
+            keep, limit)
 
 
 def caps_line(caps: dict) -> str:

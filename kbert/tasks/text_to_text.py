@@ -98,21 +98,29 @@ def generate_outputs(lm, tokenizer, inputs, input_length: int, max_new_tokens: i
     (num_beams > 1: beam search; length_penalty, no_repeat_ngram_size, min_new_tokens,
     repetition_penalty); none: greedy."""
     enc, mask = encode_texts(tokenizer, inputs, input_length, "inputs")
+    return decode_outputs(lm, tokenizer, enc, mask, max_new_tokens, batch_size, **settings)
+
+
+def decode_outputs(lm, tokenizer, prompts, mask, max_new_tokens: int, batch_size: int,
+                   **settings) -> tuple[list[str], list[int]]:
+    """`generate_outputs` of prompts already encoded: ids [N, P] right-padded and their
+    mask (an encoder-decoder's encoder inputs, a causal LM's prompts)."""
     sampler = "beam" if settings.get("num_beams", 1) > 1 else "greedy"
     beam_only = ("num_beams", "length_penalty", "early_stopping")
     settings = {k: v for k, v in settings.items()
                 if k != "sampler" and (sampler == "beam" or k not in beam_only)}
+    end = tokenizer.end_token_id
     texts, lengths = [], []
-    for i in range(0, len(inputs), batch_size):
+    for i in range(0, len(prompts), batch_size):
         rows = mask[i:i + batch_size]
         width = max(1, int(rows.sum(1).max()))
-        ids = lm.generate_ids(enc[i:i + batch_size, :width], rows[:, :width], max_new_tokens,
-                              sampler=sampler, **settings)
+        ids = lm.generate_ids(prompts[i:i + batch_size, :width], rows[:, :width],
+                              max_new_tokens, sampler=sampler, **settings)
         ids = tf.convert_to_tensor(ids)
-        ends = tf.cumsum(tf.cast(tf.equal(ids, tokenizer.end_token_id), tf.int32), axis=1)
+        ends = tf.cumsum(tf.cast(tf.equal(ids, end), tf.int32), axis=1)
         before = tf.equal(ends, 0)
         # the tokens before the end token, and the end token itself where one came
-        first_end = tf.equal(ends, 1) & tf.equal(ids, tokenizer.end_token_id)
+        first_end = tf.equal(ends, 1) & tf.equal(ids, end)
         lengths.extend(int(n) for n in tf.reduce_sum(
             tf.cast(before | first_end, tf.int32), axis=1).numpy())
         out = tokenizer.detokenize(tf.ragged.boolean_mask(ids, before)).numpy()
@@ -122,7 +130,8 @@ def generate_outputs(lm, tokenizer, inputs, input_length: int, max_new_tokens: i
 
 def trim_batch(multiple: int):
     """(features, labels) -> the same, the encoder's inputs cut to the batch's longest
-    input and the decoder's inputs and labels to its longest target, each rounded up to
+    input and the decoder's inputs and labels to its longest target (a causal LM's
+    sequence and labels to its longest sequence), each rounded up to
     a multiple of `multiple` (rows are right-padded: nothing real is cut, and padded
     positions are masked out of attention and the loss)."""
     def length(mask):
@@ -132,6 +141,9 @@ def trim_batch(multiple: int):
                                 tf.minimum(seq, multiple), seq)
 
     def trim(x, y):
+        if "encoder_padding_mask" not in x:  # a causal LM's one sequence
+            keep = length(x["padding_mask"])
+            return {k: v[:, :keep] for k, v in x.items()}, {"logits": y["logits"][:, :keep]}
         inputs = length(x["encoder_padding_mask"])
         targets = length(x["decoder_padding_mask"])
         x = {k: v[:, :inputs] if k.startswith("encoder_") else v[:, :targets]
@@ -171,7 +183,8 @@ def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str):
     logger.info("%s as text to text: %d examples, %d steps", log_name, examples, total_steps)
     trained = fit_and_finish(
         model, data, args, total_steps, steps_per_loop, examples_per_step=batch,
-        tokens_per_step=training.real_tokens_per_batch(x["encoder_padding_mask"], batch),
+        tokens_per_step=training.real_tokens_per_batch(
+            x.get("encoder_padding_mask", x.get("padding_mask")), batch),
         steps_per_epoch=examples / batch)
     return model, trained
 
@@ -186,14 +199,16 @@ def save_and_export(args, model, tokenizer, max_new_tokens: int, texts=(),
 
 
 def export(args, model, tokenizer, max_new_tokens: int, texts=(), outputs=(),
-           settings: dict | None = None, prompt_prefix: str = "") -> None:
+           settings: dict | None = None, prompt_prefix: str = "", prompt_suffix: str = "",
+           prompt_suffix_ids=(), predict=None) -> None:
     """The `generate` SavedModel in --export_dir (text in, text out, at most
     `max_new_tokens`; greedy, or the decoding `settings` (`export_generate`'s: num_beams,
-    length_penalty, ...) as its `serving_default`'s; `prompt_prefix` put before each
-    prompt in the graph; --quantize/--dtype as the task commands), checked through TF
-    Serving's loader to answer `outputs` for the first 64 `texts` (given without the
-    prefix; the model's own outputs, those of the exported variant where
-    --quantize/--dtype changed it)."""
+    length_penalty, ...) as its `serving_default`'s; `prompt_prefix` put before and
+    `prompt_suffix`, `prompt_suffix_ids` after each prompt in the graph; --quantize/--dtype as the task
+    commands), checked through TF Serving's loader to answer `outputs` for the first 64
+    `texts` (given without prefix and suffix; the model's own outputs, those of the exported
+    variant where --quantize/--dtype changed it: `predict(lm, texts)`, by default
+    `generate_outputs` with the settings)."""
     from kbert.export import export_generate
     from kbert.export.check import keep_served
     from kbert.export.folder import export_variant
@@ -203,16 +218,18 @@ def export(args, model, tokenizer, max_new_tokens: int, texts=(), outputs=(),
         settings["sampler"] = "beam"
     exported, _ = export_variant(model, args.quantize, args.dtype)
     texts = list(texts)[:64]
+    if predict is None:
+        def predict(lm, inputs):
+            return generate_outputs(lm, tokenizer, inputs, args.max_seq_length,
+                                    max_new_tokens, args.predict_batch_size, **settings)[0]
     # The check's texts run in the exporter's own load of the export.
     with keep_served(also=[{"prompt": texts}] if texts else []):
         export_generate(exported, tokenizer, args.export_dir, max_new_tokens=max_new_tokens,
-                        prompt_prefix=prompt_prefix, **settings)
+                        prompt_prefix=prompt_prefix, prompt_suffix=prompt_suffix,
+                        prompt_suffix_ids=prompt_suffix_ids, **settings)
         if texts:
             if exported is not model:
-                outputs = generate_outputs(
-                    exported, tokenizer, [prompt_prefix + t for t in texts],
-                    args.max_seq_length, max_new_tokens, args.predict_batch_size,
-                    **settings)[0]
+                outputs = predict(exported, [prompt_prefix + t + prompt_suffix for t in texts])
             check_export(args.export_dir, texts, list(outputs)[:64])
     logger.info("SavedModel for TF Serving (text in, text out): %s", args.export_dir)
 

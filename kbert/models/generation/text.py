@@ -15,13 +15,19 @@ from kbert.models.generation.batching import generate_sequences
 logger = logging.getLogger(__name__)
 
 
-def prepare_prompts(tokenizer, prompts, keep: int, start_id: int):
+def prepare_prompts(tokenizer, prompts, keep: int, start_id: int, suffix_ids=()):
     """In-graph prompt preparation, shared by `generate` and the generate SavedModel:
     tf.string [B] -> (ids RaggedTensor [B, (P)] int32, token_ids [B, P] left-padded,
     padding_mask [B, P], cut [B] bool). An empty prompt starts from `start_id` (GPT-2's
     unconditional samples start from its end token); a prompt longer than `keep`
-    tokens keeps its last `keep` (`cut` says which were)."""
+    tokens keeps its last `keep` (`cut` says which were). `suffix_ids`: token ids put
+    after every prompt's (a decoder-only seq2seq model's separator)."""
     ids = tf.cast(tokenizer.tokenize(prompts), tf.int32)
+    if len(suffix_ids):
+        rows = tf.shape(prompts, out_type=tf.int64)[0]
+        suffix = tf.RaggedTensor.from_uniform_row_length(
+            tf.tile(tf.constant(list(suffix_ids), tf.int32), [rows]), len(suffix_ids))
+        ids = tf.concat([ids, suffix], axis=1)
     empty = tf.equal(ids.row_lengths(), 0)
     start = tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], tf.constant(start_id, tf.int32)),

@@ -237,11 +237,13 @@ class GPTLanguageModel(Backbone, GenerativeLM, Quantizable, keras.Model):
         model.tokenizer = tokenizer
         return model
 
-    def save_pretrained(self, path: str | os.PathLike,
+    def save_pretrained(self, path: str | os.PathLike, tokenizer=None,
                         format: str = "kbert") -> None:  # noqa: A002
-        """The decoder's folder with the tokenizer's files (see
-        `Pretrained.save_pretrained`; `format="huggingface"`: `GPT2LMHeadModel`'s)."""
-        self.decoder.save_pretrained(path, tokenizer=self.tokenizer, format=format)
+        """The decoder's folder with the tokenizer's files (`tokenizer`, else the one
+        loaded with the model; see `Pretrained.save_pretrained`; `format="huggingface"`:
+        `GPT2LMHeadModel`'s)."""
+        self.decoder.save_pretrained(path, tokenizer=tokenizer or self.tokenizer,
+                                     format=format)
 
 
 def _new_layers(config: GPTConfig, dtype):

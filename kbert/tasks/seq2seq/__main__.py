@@ -1,7 +1,7 @@
-"""`python -m kbert.tasks.seq2seq`: fine-tune an encoder-decoder (T5, BART) on source ->
-target text (summarization, translation, dialogue), generate the validation and test
-outputs, score them with rouge-score or sacrebleu, and export the `generate`
-SavedModel.
+"""`python -m kbert.tasks.seq2seq`: fine-tune an encoder-decoder (T5, BART) or a
+decoder-only GPT-2 on source -> target text (summarization, translation, dialogue),
+generate the validation and test outputs, score them with rouge-score or sacrebleu,
+and export the `generate` SavedModel.
 
     python -m kbert.tasks.seq2seq --init_from t5-small --source_prefix "summarize: " \\
         --train_file train.jsonl --validation_file dev.jsonl --output_dir out/sum
@@ -48,9 +48,12 @@ def _parser() -> argparse.ArgumentParser:
                                             "(with --tfds: the source feature)")
     data.add_argument("--target_lang", help="the translation layout's target language key "
                                             "(with --tfds: the target feature)")
-    data.add_argument("--source_prefix", default="",
+    data.add_argument("--source_prefix", default=None,
                       help="put before every source (T5: 'summarize: ', 'translate English "
                            "to German: '); the export puts it there too")
+    data.add_argument("--source_suffix", default=None,
+                      help="put after every source (GPT-2's zero-shot summaries: "
+                           "$'\\nTL;DR:' in bash); the export puts it there too")
     data.add_argument("--tfds", default=None, metavar="NAME",
                       help="a TFDS dataset instead of the files (cnn_dailymail, xsum, "
                            "gigaword, samsum, billsum, reddit_tifu; a translation dataset, "
@@ -66,8 +69,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="with --tfds: also predict its test split")
     model = p.add_argument_group("model and decoding")
     model.add_argument("--init_from", type=model_path,
-                       help="a T5 or BART folder (kbert or Hugging Face) or a Hub name "
-                            "(t5-small, facebook/bart-base); without --train_file: the model "
+                       help="a T5, BART or GPT-2 folder (kbert or Hugging Face) or a Hub "
+                            "name (t5-small, facebook/bart-base, gpt2); without --train_file: "
+                            "the model "
                             "OUTPUT_DIR/model of an earlier run is evaluated")
     model.add_argument("--model", default=None, metavar="FAMILY",
                        help="the family (default: that of --init_from)")
@@ -94,6 +98,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="rouge (rouge-score: rouge1/2/L/Lsum) or bleu (sacrebleu: BLEU "
                             "and chrF); default: bleu for the translation layout, else "
                             "rouge")
+    model.add_argument("--shots", type=int, default=None, metavar="K",
+                       help="no training: prompt the --init_from model (GPT-2, T5) with K "
+                            "solved --train_file pairs before each source (0: zero-shot), "
+                            "as GPT-3; prompts in OUTPUT_DIR/prompts.json")
     train = p.add_argument_group("training (run_summarization.py defaults)")
     add_training_flags(train, learning_rate=5e-5, epochs=3.0, output_dir="runs/seq2seq",
                        export_help="also export the `generate` SavedModel (text in, text "
@@ -116,9 +124,10 @@ def main(argv=None) -> int:
             raise UsageError("--tfds: reads the dataset's splits; leave out the files")
         if bool(args.source_lang) != bool(args.target_lang):
             raise UsageError("--source_lang and --target_lang go together")
-        if (args.train_file or args.tfds and args.do_train) and not args.init_from:
+        if (args.train_file or args.tfds and args.do_train) and not args.init_from \
+                and args.shots is None:
             raise UsageError("--init_from: the seq2seq command fine-tunes a pretrained "
-                             "encoder-decoder; give a T5 or BART folder or Hub name")
+                             "model; give a T5, BART or GPT-2 folder or Hub name")
         for flag in ("max_source_length", "max_target_length", "num_beams"):
             if getattr(args, flag) < 1:
                 raise UsageError(f"--{flag} {getattr(args, flag)}: must be at least 1")
@@ -131,6 +140,14 @@ def main(argv=None) -> int:
         if not 0.0 <= args.label_smoothing_factor < 1.0:
             raise UsageError(f"--label_smoothing_factor {args.label_smoothing_factor}: must "
                              "be in [0, 1)")
+        if args.shots is not None:
+            if args.shots < 0:
+                raise UsageError(f"--shots {args.shots}: must be 0 (zero-shot) or more")
+            if not args.init_from:
+                raise UsageError("--shots: prompts a pretrained model; give --init_from")
+            if args.export_dir:
+                raise UsageError("--shots: nothing is trained, nothing to export; leave out "
+                                 "--export_dir")
         if args.metric is None:
             args.metric = _default_metric(args)
         check_quantize_flag(args)

@@ -70,7 +70,7 @@ def read_data(args) -> tuple[list[Pair], list[Pair], list[Pair]]:
     """(train, validation, test) pairs: from the files, or --tfds's train, validation
     and test splits."""
     if args.tfds:
-        return (_tfds_pairs(args, "train") if args.do_train else [],
+        return (_tfds_pairs(args, "train") if args.do_train or args.shots else [],
                 _tfds_pairs(args, "validation"),
                 _tfds_pairs(args, "test") if args.do_predict else [])
     columns = columns_of(args)
@@ -109,31 +109,45 @@ def save_decoding_settings(folder: str, args, settings: dict) -> None:
 
 def run(args) -> dict:
     from kbert import training
-    from kbert.tasks.common import run_family, write_results
-    from kbert.tasks.text_to_text import export, features, fine_tune, generate_outputs
+    from kbert.tasks.common import run_family
+    from kbert.tasks.seq2seq import causal
+    from kbert.tasks.text_to_text import (decode_outputs, export, features, fine_tune,
+                                          generate_outputs)
 
     runtime = training.Runtime.from_flags(args)
     model_dir = os.path.join(args.output_dir, "model")
     family = run_family(args, trained=model_dir)
     lm_class = family.language_model_class
-    if lm_class is None or not getattr(lm_class, "is_encoder_decoder", False):
+    if lm_class is None:
         raise SystemExit(f"--init_from {args.init_from}: a {family.name} folder; the seq2seq "
-                         "command fine-tunes encoder-decoders (T5, BART)")
+                         "command fine-tunes encoder-decoders (T5, BART) and causal LMs "
+                         "(GPT-2)")
+    decoder_only = not lm_class.is_encoder_decoder
     train, dev, test = read_data(args)
-    source = args.init_from if train else model_dir
+    source = args.init_from if train or args.shots is not None else model_dir
     tokenizer = family.tokenizer_class.from_pretrained(source)
-    prefix = args.source_prefix or ""
+    if decoder_only and tokenizer.end_token_id is None:
+        raise SystemExit(f"--init_from {source}: its tokenizer has no end token to separate "
+                         "source and target (GPT-2's <|endoftext|>)")
+    prefix, suffix = args.source_prefix or "", args.source_suffix or ""
     args.max_seq_length = args.max_source_length  # what text_to_text's helpers read
     max_new = args.val_max_target_length or args.max_target_length
     settings = decoding_settings(args)
+    if args.shots is not None:
+        return _run_shots(args, lm_class, train, dev, test, max_new, settings)
     if train:
-        sources = [prefix + p.source for p in train]
+        sources = [prefix + p.source + suffix for p in train]
         targets = [p.target for p in train]
-        model, trained = fine_tune(
-            args, runtime, lm_class,
-            lambda lm: features(lm, tokenizer, sources, targets, args.max_source_length,
-                                args.max_target_length),
-            len(train), "seq2seq")
+
+        def make_data(lm):
+            if decoder_only:
+                _check_positions(lm, args, max_new)
+                return causal.features(tokenizer, sources, targets, args.max_source_length,
+                                       args.max_target_length)
+            return features(lm, tokenizer, sources, targets, args.max_source_length,
+                            args.max_target_length)
+
+        model, trained = fine_tune(args, runtime, lm_class, make_data, len(train), "seq2seq")
         model.save_pretrained(model_dir, tokenizer=tokenizer)
         save_decoding_settings(model_dir, args, {**settings, "max_new_tokens": max_new})
     else:
@@ -141,34 +155,94 @@ def run(args) -> dict:
             raise SystemExit(f"no --train_file: {model_dir} holds no model to evaluate "
                              "(train first)")
         model, trained = lm_class.from_pretrained(model_dir), None
+        if decoder_only:
+            _check_positions(model, args, max_new)
+
+    def predict(lm, inputs):
+        if decoder_only:
+            ids, mask = causal.prompts(tokenizer, inputs, args.max_source_length)
+            return decode_outputs(lm, tokenizer, ids, mask, max_new, args.predict_batch_size,
+                                  **settings)
+        return generate_outputs(lm, tokenizer, inputs, args.max_source_length, max_new,
+                                args.predict_batch_size, **settings)
 
     results, seen = {}, {}
-    for split, pairs, where in (("eval", dev, args.validation_file or f"{args.tfds}:validation"),
-                                ("test", test, args.test_file or f"{args.tfds}:test")):
+    for split, pairs, where in _splits(args, dev, test):
         if not pairs:
             continue
-        inputs = [prefix + p.source for p in pairs]
-        predictions, lengths = generate_outputs(model, tokenizer, inputs,
-                                                args.max_source_length, max_new,
-                                                args.predict_batch_size, **settings)
-        write_predictions(os.path.join(args.output_dir, f"{split}_predictions.jsonl"),
-                          pairs, predictions)
+        inputs = [prefix + p.source + suffix for p in pairs]
+        predictions, lengths = predict(model, inputs)
         if not seen:  # the export's check: sources the command did not cut
             import tensorflow as tf
 
-            counts = tokenizer.encoder_ids(tf.constant(inputs)).row_lengths().numpy()
+            encode = tokenizer.tokenize if decoder_only else tokenizer.encoder_ids
+            counts = encode(tf.constant(inputs)).row_lengths().numpy()
             whole = [i for i, n in enumerate(counts) if n <= args.max_source_length]
             seen = {"texts": [pairs[i].source for i in whole],
                     "outputs": [predictions[i] for i in whole]}
-        if any(p.target is None for p in pairs):
-            logger.info("%s: %d predictions written, no targets to score", split, len(pairs))
-            continue
-        metrics = compute_metrics(args.metric, predictions, [p.target for p in pairs])
-        metrics["gen_len"] = float(np.mean(lengths))
-        metrics["samples"] = len(pairs)
-        results[split] = write_results(args.output_dir, metrics, split=split, source=where,
-                                       trained=trained)
+        results[split] = score(args, split, pairs, predictions, lengths, where, trained)
     if args.export_dir:
         export(args, model, tokenizer, max_new, seen.get("texts", ()), seen.get("outputs", ()),
-               settings=settings, prompt_prefix=prefix)
+               settings=settings, prompt_prefix=prefix, prompt_suffix=suffix,
+               prompt_suffix_ids=[tokenizer.end_token_id] if decoder_only else (),
+               predict=lambda lm, texts: predict(lm, texts)[0])
     return results.get("eval") or results.get("test") or {}
+
+
+def _splits(args, dev, test):
+    return (("eval", dev, args.validation_file or f"{args.tfds}:validation"),
+            ("test", test, args.test_file or f"{args.tfds}:test"))
+
+
+def score(args, split: str, pairs, predictions, lengths, where: str, trained=None):
+    """The split's predictions file, and its results file where every pair has a
+    target (the record; else None)."""
+    from kbert.tasks.common import write_results
+
+    write_predictions(os.path.join(args.output_dir, f"{split}_predictions.jsonl"), pairs,
+                      predictions)
+    if any(p.target is None for p in pairs):
+        logger.info("%s: %d predictions written, no targets to score", split, len(pairs))
+        return None
+    metrics = compute_metrics(args.metric, predictions, [p.target for p in pairs])
+    metrics["gen_len"] = float(np.mean(lengths))
+    metrics["samples"] = len(pairs)
+    return write_results(args.output_dir, metrics, split=split, source=where, trained=trained)
+
+
+def _run_shots(args, lm_class, train, dev, test, max_new: int, settings: dict) -> dict:
+    """`--shots K`: the --init_from model prompted with K training pairs per example
+    (`prompting`), nothing trained; predictions, scores and OUTPUT_DIR/prompts.json."""
+    from kbert.tasks.seq2seq import prompting
+
+    if args.shots and not train:
+        raise SystemExit("--shots: the training pairs are the shots; give --train_file")
+    lm = lm_class.from_pretrained(args.init_from)
+    record = {"shots": args.shots, "seed": args.seed, "separator": prompting.SEPARATOR,
+              "source_prefix": args.source_prefix, "source_suffix": args.source_suffix}
+    results = {}
+    for split, pairs, where in _splits(args, dev, test):
+        if not pairs:
+            continue
+        prompts, drawn = prompting.build_prompts(pairs, train, args.shots, args.seed,
+                                                 args.source_prefix or "",
+                                                 args.source_suffix or "")
+        predictions, lengths = prompting.generate(lm, prompts, max_new,
+                                                  args.predict_batch_size, settings)
+        record[split] = {"first_prompts": prompts[:3], "shots_of_first": drawn[:3]}
+        results[split] = score(args, split, pairs, predictions, lengths, where)
+    prompting.write_record(args.output_dir, record)
+    return results.get("eval") or results.get("test") or {}
+
+
+def _check_positions(lm, args, max_new: int) -> None:
+    """A decoder-only model's sequence (source, separator, target) fits its positions."""
+    from kbert.cli import UsageError
+
+    limit = int(lm.max_positions)
+    need = max(args.max_source_length + args.max_target_length,
+               args.max_source_length + 1 + max_new)
+    if need > limit:
+        raise UsageError(f"--max_source_length {args.max_source_length} with "
+                         f"--max_target_length {args.max_target_length} (generating "
+                         f"{max_new}): {need} positions, the decoder-only model has {limit}")
