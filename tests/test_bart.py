@@ -456,3 +456,119 @@ def _bpe_folder(tmp_path, vocab_size: int):
     kbert.BartSeq2SeqLM(kbert.BartConfig.preset("tiny", vocab_size=tok.vocab_size)
                         ).save_pretrained(tmp_path / "bart", tokenizer=tok)
     return tok
+
+
+@pytest.fixture(scope="module")
+def qa_folder(tmp_path_factory):
+    """transformers' `BartForQuestionAnswering` (random, the module's reference BART's
+    weights and a random `qa_outputs`), written by it with the BPE files."""
+    root = tmp_path_factory.mktemp("bart_qa")
+    ref = _reference()
+    torch.manual_seed(1)
+    qa = transformers.BartForQuestionAnswering(ref.config).eval()
+    qa.model.load_state_dict(ref.model.state_dict())
+    qa.save_pretrained(root)
+    _write_vocab(root, lstrip_mask=True)
+    return qa, root
+
+
+def test_squad_head_equals_bart_for_question_answering(qa_folder):
+    """The SQuAD model of a `BartForQuestionAnswering` folder (the `squad_model` hook:
+    the decoder's top states, `qa_outputs` loaded from the folder) gives its start and
+    end logits on right-padded question-context pairs (<= 1e-4); the folder's
+    BartSeq2SeqLM loads without the head."""
+    from kbert.models.bart.hooks import squad_model
+
+    qa, root = qa_folder
+    tok = kbert.BartTokenizer.from_pretrained(root)
+    x = tok(["Who sat?", "Where is the mat and the cat?"],
+            ["The cat sat on the mat.", "On the floor, by the door."], seq_length=24)
+    lm = kbert.BartSeq2SeqLM.from_pretrained(root)
+    model = squad_model(lm, str(root))
+    got = model({k: x[k] for k in ("token_ids", "padding_mask")})
+    with torch.no_grad():
+        want = qa(input_ids=torch.tensor(x["token_ids"].numpy(), dtype=torch.long),
+                  attention_mask=torch.tensor(x["padding_mask"].numpy(), dtype=torch.long))
+    mask = x["padding_mask"].numpy().astype(bool)
+    for name in ("start_logits", "end_logits"):
+        np.testing.assert_allclose(np.asarray(got[name])[mask],
+                                   getattr(want, name).numpy()[mask], atol=1e-4)
+    assert len({round(float(v), 3) for v in np.asarray(got["start_logits"])[mask]}) > 5
+
+
+@pytest.mark.e2e
+def test_squad_command_from_a_bart_question_answering_folder(qa_folder, tmp_path):
+    """`python -m kbert.tasks.squad --init_from <BartForQuestionAnswering folder>` on the
+    bundled sample: BART's (RoBERTa's) windows, the head on the decoder, answers that are
+    substrings of their contexts, the task folder reloads to the same logits, and the
+    export the command checks through TF Serving's C++ loader."""
+    from kbert.export.folder import load_task_folder
+    from kbert.tasks.squad import __main__ as squad_cli
+
+    _, root = qa_folder
+    out = tmp_path / "out"
+    assert squad_cli.main(["--init_from", str(root), "--output_dir", str(out),
+                           "--sample_paragraphs", "12", "--num_train_epochs", "1",
+                           "--max_seq_length", "48", "--doc_stride", "24",
+                           "--steps_per_loop", "5", "--learning_rate", "1e-4"]) == 0
+    dev = json.loads((out / "sample_dev.json").read_text())
+    preds = json.loads((out / "predictions.json").read_text())
+    contexts = {q["id"]: p["context"] for a in dev["data"] for p in a["paragraphs"]
+                for q in p["qas"]}
+    assert set(preds) == set(contexts)
+    assert all(p in contexts[q] for q, p in preds.items())
+    assert json.loads((out / "kbert_task.json").read_text())["family"] == "bart"
+    assert (out / "serving" / "squad" / "1" / "saved_model.pb").exists()
+    # encoder/ holds the fine-tuned BART: with the task folder's head it is the model
+    from kbert.models.bart.hooks import squad_model
+
+    _, model, tok, _ = load_task_folder(str(out))
+    again = squad_model(kbert.BartSeq2SeqLM.from_pretrained(out / "encoder"))
+    again.get_layer("qa_outputs").set_weights(model.get_layer("qa_outputs").get_weights())
+    x = tok(["Who?"], ["Someone sat."], seq_length=16)
+    x = {k: x[k] for k in ("token_ids", "padding_mask")}
+    np.testing.assert_allclose(np.asarray(again(x)["start_logits"]),
+                               np.asarray(model(x)["start_logits"]), atol=1e-6)
+    before = squad_model(kbert.BartSeq2SeqLM.from_pretrained(root), str(root))
+    assert not np.allclose(np.asarray(before(x)["start_logits"]),
+                           np.asarray(model(x)["start_logits"]), atol=1e-4)  # it trained
+
+
+@pytest.mark.e2e
+def test_ner_command_and_export_from_a_bart_folder(folder, tmp_path):
+    """`python -m kbert.tasks.ner --init_from <BART folder>`: a token head on the
+    decoder's top states (the BART paper's token classification), fine-tuned with the
+    model on CoNLL files (-DOCSTART- lines included); its `ner` export answers through
+    TF Serving's C++ loader with the Python prediction's entities; `--mode feature` is
+    refused in one line."""
+    from ner_fixtures import make_sentences, write_conll
+
+    from kbert.export.check import keep_served, served_results
+    from kbert.export.folder import load_task_folder
+    from kbert.tasks.ner import __main__ as ner_cli
+    from kbert.tasks.ner.predict import predict_entities
+
+    _, root, _ = folder
+    train = write_conll(str(tmp_path / "eng.train"), make_sentences(60, seed=0))
+    dev = write_conll(str(tmp_path / "eng.testa"), make_sentences(12, seed=1))
+    out, export = tmp_path / "out", tmp_path / "serving" / "ner" / "1"
+    texts = ["Peter Blackburn visited Paris and   Berlin", "naïve 😀 EU rejects it", ""]
+    flags = ["--init_from", str(root / "lm"), "--train_file", train, "--dev_file", dev,
+             "--max_seq_length", "24", "--num_train_epochs", "1", "--train_batch_size", "16"]
+    with keep_served(also=[{"text": texts}]):  # answered in the exporter's own C++ load
+        assert ner_cli.main([*flags, "--output_dir", str(out), "--learning_rate", "1e-3",
+                             "--export_dir", str(export)]) == 0
+        result = served_results(str(export), [{"text": texts}])[0]
+    assert "eval_f1" in json.loads((out / "eval_results.json").read_text())
+    _, model, tokenizer, settings = load_task_folder(str(out))
+    assert model.name == "bart_ner_finetune" and model.get_layer("logits") is not None
+    expected = predict_entities(model, tokenizer, texts, settings["labels"], 24)
+    assert result["num_entities"]["value"] == [len(e) for e in expected]
+    k = result["entity_text"]["shape"][1]
+    for b, (text, entities) in enumerate(zip(texts, expected)):
+        row = slice(b * k, (b + 1) * k)
+        got = list(zip(result["entity_text"]["value"][row], result["start_char"]["value"][row],
+                       result["end_char"]["value"][row]))[:len(entities)]
+        assert got == [(e.text, e.start_char, e.end_char) for e in entities]
+    with pytest.raises(SystemExit, match="--mode feature: a bart model is fine-tuned whole"):
+        ner_cli.main([*flags, "--output_dir", str(tmp_path / "f"), "--mode", "feature"])

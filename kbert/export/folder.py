@@ -39,15 +39,17 @@ def weights_only(model: keras.Model) -> keras.Model:
 
 
 def save_task_folder(path: str, model: keras.Model, tokenizer, task: str,
-                     encoder_folder: str | None = None, **settings) -> None:
+                     encoder_folder: str | None = None, encoder=None, **settings) -> None:
     """Writes model, tokenizer and task settings into `path`, each file atomically;
     with `encoder_folder` (a name inside `path`), also the fine-tuned encoder alone, a
-    model folder its family's `from_pretrained` reads (SQuAD's `encoder/`)."""
+    model folder its family's `from_pretrained` reads (SQuAD's `encoder/`): `encoder`,
+    or the model's `EncoderModel` layer (a model built on an encoder-decoder's layers,
+    BART's, holds none: give it)."""
     if task not in TASKS:
         raise ValueError(f"task {task!r}: expected one of {TASKS}")
     from kbert.models.interface import find_encoder
 
-    encoder = find_encoder(model)
+    encoder = encoder if encoder is not None else find_encoder(model)
     if encoder_folder:
         encoder.save_pretrained(os.path.join(path, encoder_folder), tokenizer=tokenizer)
     family = encoder.family if encoder is not None else getattr(tokenizer, "family", "")

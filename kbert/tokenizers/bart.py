@@ -13,8 +13,8 @@ from kbert.tokenizers.roberta import RobertaTokenizer
 
 class BartTokenizer(RobertaTokenizer):
     family = "bart"
-    tasks = frozenset({"glue", "pretrain"})
-    exports = frozenset({"classifier", "generate"})
+    tasks = frozenset({"glue", "squad", "ner", "pretrain"})
+    exports = frozenset({"classifier", "generate", "squad", "ner"})
 
     @staticmethod
     def folder_has_files(path) -> bool:

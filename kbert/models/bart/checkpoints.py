@@ -19,6 +19,9 @@ logger = logging.getLogger(__name__)
 
 # Copies of the shared table Hugging Face files carry (tied), and the tied output layer.
 _IGNORED = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight")
+# The task heads of Hugging Face's BartForQuestionAnswering and BartForSequenceClassification:
+# not the language model's; the task commands read them (`read_head`).
+HEADS = ("qa_outputs.", "classification_head.")
 
 
 def _reshape(shape):
@@ -114,10 +117,27 @@ def load(cls, path, dtype=None, **config_overrides):
         rules.append(convert.Rule(name, (name,), hook))
     variables = {name: var for name, (var, _) in targets.items()}
     del targets
+    heads = sorted({h for key in tensors for h in HEADS if key.startswith(h)})
     convert.load_into(variables, tensors, rules, source, cls.__name__,
-                      owned=lambda key: key not in _IGNORED, display=display)
+                      owned=lambda key: key not in _IGNORED and not key.startswith(HEADS),
+                      display=display)
+    if heads:
+        logger.info("%s: its task head (%s) is not part of %s; the task commands read it",
+                    source, ", ".join(h.rstrip(".") for h in heads), cls.__name__)
     logger.info("Loaded %s (%s format) from %s", cls.__name__, fmt, source)
     return model
+
+
+def read_head(folder, prefix: str) -> dict | None:
+    """The tensors of a Hugging Face task head in `folder` (`prefix`: one of `HEADS`,
+    e.g. "qa_outputs."), by their names without it ({"weight", "bias"}: PyTorch's
+    layout); None where the folder has none."""
+    if not folder or not os.path.isdir(os.fspath(folder)):
+        return None
+    _, tensors, _, _, _ = read_folder(folder)
+    found = {key[len(prefix):]: np.asarray(tensors[key]) for key in list(tensors)
+             if key.startswith(prefix)}
+    return found or None
 
 
 def _tensors(model, prefix: str = "") -> convert.LazyTensors:

@@ -1,5 +1,6 @@
 """BART's registry hooks (`Family.hooks` of "bart"): the GLUE head of
-`BartForSequenceClassification` and the pretraining recipe."""
+`BartForSequenceClassification`, the SQuAD head of `BartForQuestionAnswering`, a token
+head for NER on the same decoder states, and the pretraining recipe."""
 
 from __future__ import annotations
 
@@ -58,6 +59,59 @@ def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
     return classifier_model(inputs, out, task.is_regression, "bart")
 
 
+def _decoder_states(lm):
+    """(inputs, the decoder's top states [B, T, H]) of BART read as `BartModel` reads
+    one text: the text to the encoder and, shifted right behind the decoder start, to
+    the decoder; the state at t is the representation of input token t (the alignment
+    of `BartForQuestionAnswering` and of the BART paper's token classification)."""
+    c = lm.config
+    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
+              for name in ("token_ids", "padding_mask")}
+    ids, mask = inputs["token_ids"], inputs["padding_mask"]
+    encoded = lm.encoder(lm.token_embedding(ids), mask)
+    decoder_ids, decoder_mask = DecoderInputs(c.decoder_start_token_id,
+                                              name="decoder_inputs")(ids, mask)
+    return inputs, lm.decoder(lm.token_embedding(decoder_ids), decoder_mask, encoded, mask)
+
+
+def ner_model(encoder, labels, options: dict) -> keras.Model:
+    """The BART paper's token classification (section 3.2): each input token's label
+    from a dense layer on the decoder's top state at its position (`_decoder_states`);
+    {"logits": [B, T, labels]}. Fine-tuned with the whole model (the NER command's
+    `--mode finetune`; `options["dropout"]`, default the config's)."""
+    from kbert.layers.initializers import truncated_normal
+
+    lm, c = encoder, encoder.config
+    num_labels = labels if isinstance(labels, int) else len(labels)
+    inputs, decoded = _decoder_states(lm)
+    rate = options.get("dropout")
+    x = keras.layers.Dropout(c.dropout if rate is None else rate, name="dropout")(decoded)
+    logits = keras.layers.Dense(num_labels, kernel_initializer=truncated_normal(
+        c.initializer_range), dtype="float32", name="logits")(x)
+    return keras.Model(inputs, {"logits": logits}, name="bart_ner_finetune")
+
+
+def squad_model(encoder, init_from: str | None = None) -> keras.Model:
+    """`BartForQuestionAnswering`'s model on a `BartSeq2SeqLM` (its layers, shared): the
+    input to the encoder and, shifted right, to the decoder; start and end logits from
+    one dense layer (`qa_outputs`) on the decoder's top states. Where `init_from` is a
+    `BartForQuestionAnswering` folder, its `qa_outputs` weights are loaded."""
+    from kbert.layers.heads import SpanHead
+    from kbert.models.bart.checkpoints import read_head
+
+    inputs, decoded = _decoder_states(encoder)
+    head = SpanHead(encoder.config.initializer_range, name="qa_outputs")
+    start, end = head(decoded)
+    outputs = {"start_logits": keras.layers.Identity(name="start_logits")(start),
+               "end_logits": keras.layers.Identity(name="end_logits")(end)}
+    model = keras.Model(inputs, outputs, name="bart_squad")
+    found = read_head(init_from, "qa_outputs.")
+    if found is not None:
+        head.dense.kernel.assign(found["weight"].T)
+        head.dense.bias.assign(found["bias"])
+    return model
+
+
 # The family, registered by the registry when it loads the package (`family_packages`).
 FAMILY = Family("bart", BartConfig, BartSeq2SeqLM, BartTokenizer,
                 language_model_class=BartSeq2SeqLM,
@@ -66,4 +120,4 @@ FAMILY = Family("bart", BartConfig, BartSeq2SeqLM, BartTokenizer,
                             "-xsum)")
 
 # The hooks this family defines (`kbert.models.registry.HOOK_NAMES`).
-HOOKS = ("glue_model", "pretrain")
+HOOKS = ("glue_model", "squad_model", "ner_model", "pretrain")

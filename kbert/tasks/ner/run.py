@@ -123,8 +123,15 @@ def run(args) -> dict:
     trim = trim_multiple(args.trim_padding, runtime.strategy, args.max_seq_length)
     ds = training.finalize_dataset(ds, batch, training=True, seed=args.seed, trim=trim,
                                    trim_labels=True)
+    own = family.hook("ner_model")  # BART's: a token head on its decoder's states
+    if own is not None and args.mode != "finetune":
+        raise SystemExit(f"--mode {args.mode}: a {family.name} model is fine-tuned whole "
+                         "for NER (--mode finetune)")
+
     def make_model():
         encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG, family))
+        if own is not None:
+            return adapt(own(encoder, labels, {}), args)
         prepare_encoder(encoder, args.mode)  # frozen pooler, or frozen encoder (feature)
         return adapt(build_model(encoder, labels, args.mode, args.layers, args.lstm_units),
                      args)

@@ -140,10 +140,11 @@ def run_spans(args, runtime, family, train_examples, dev_examples, dev_json) -> 
                     version_2_with_negative=args.version_2_with_negative,
                     null_score_diff_threshold=args.null_score_diff_threshold)
     if args.do_train:
-        model, tokenizer, trained = train(args, runtime, family, train_examples, feature_args,
-                                          (dev_examples, dev_json) if args.do_predict else None)
+        model, tokenizer, trained, encoder = train(
+            args, runtime, family, train_examples, feature_args,
+            (dev_examples, dev_json) if args.do_predict else None)
         save_task_folder(args.output_dir, model, tokenizer, "squad", encoder_folder="encoder",
-                         **settings)
+                         encoder=encoder, **settings)
     else:  # --do_predict alone: the model a --do_train run left in --output_dir
         (task, model, tokenizer, _), trained = load_task_folder(args.output_dir), None
         if task != "squad":
@@ -201,7 +202,8 @@ def dev_scorer(args, tokenizer, dev_examples, dev_json, feature_args):
 def train(args, runtime, family, train_examples, feature_args, dev=None):
     """Tokenizer (from --init_from or learned), windows, and the fine-tuned span model;
     `dev` (examples, JSON) for --eval_strategy; `family`: the run's. Returns the model,
-    the tokenizer and {"epoch", "step"} of the model's weights."""
+    the tokenizer, {"epoch", "step"} of the model's weights and the encoder (or
+    encoder-decoder: BART's) inside the model."""
     tokenizer = build_tokenizer([e.context for e in train_examples]
                                 + [e.question for e in train_examples],
                                 **tokenizer_options(args, family))
@@ -223,8 +225,14 @@ def train(args, runtime, family, train_examples, feature_args, dev=None):
                                      training=True, seed=args.seed)
     losses, weights = span_losses()
 
+    built = {}
+
     def make_model():
-        encoder = build_encoder(tokenizer, **encoder_options(args, DEMO_CONFIG, family))
+        encoder = built["encoder"] = build_encoder(
+            tokenizer, **encoder_options(args, DEMO_CONFIG, family))
+        own = family.hook("squad_model")  # BART's: the head on its decoder
+        if own is not None:
+            return adapt(own(encoder, args.init_from), args)
         # The span head never reads the pooler: frozen, it gets no missing gradient.
         encoder.set_pooler_trainable(False)
         return adapt(build_model(encoder), args)
@@ -246,7 +254,7 @@ def train(args, runtime, family, train_examples, feature_args, dev=None):
         model, data, args, total_steps, steps_per_loop, examples_per_step=batch,
         tokens_per_step=training.real_tokens_per_batch(x["padding_mask"], batch),
         steps_per_epoch=len(train_features) / batch, evaluation=evaluation)
-    return model, tokenizer, trained
+    return model, tokenizer, trained, built["encoder"]
 
 
 CHECKED_QUESTIONS = 64  # dev questions the export must answer as the Python pipeline
