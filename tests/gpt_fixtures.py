@@ -43,3 +43,17 @@ def gpt1_word_tokenizer(words) -> "kbert.tokenizers.GPT1Tokenizer":
                 merges.append((word[:i], right))
                 vocab.setdefault(word[:i] + right, len(vocab))
     return GPT1Tokenizer(vocab, merges)
+
+
+def bart_word_tokenizer(words) -> "kbert.BartTokenizer":
+    """`word_tokenizer`'s BPE with fairseq's special ids (<s> 0, <pad> 1, </s> 2, <unk> 3,
+    <mask> last), as BART's and RoBERTa's vocab.json have them."""
+    from kbert.tokenizers.bart import BartTokenizer
+
+    plain = word_tokenizer(words)
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    for token, _ in sorted(plain.vocabulary.items(), key=lambda kv: kv[1]):
+        if token != END_TOKEN:
+            vocab.setdefault(token, len(vocab))
+    vocab["<mask>"] = len(vocab)
+    return BartTokenizer(vocab, plain.merges)
