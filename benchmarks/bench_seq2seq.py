@@ -12,12 +12,18 @@ early (no end token for kbert and keras-hub, `min_new_tokens` for Hugging Face).
 library is called once before timing (tracing and compiling are not counted); rounds
 alternate between the libraries and the median round is reported (`_common`).
 
+Beam search (`--num_beams N`): the same, each library's beam search of width N (no
+early stop; the best beam's tokens/s counted as new tokens: batch x new / seconds).
+
 Training step (examples/s, `--train`): `train_on_batch` of a batch of `--train_batch`
 examples, `--train_input`-token encoder inputs and `--train_target`-token targets (rows of
 different lengths, padded), the same work for both: kbert's model and keras-hub's
 `T5Seq2SeqLM` / `BartSeq2SeqLM` (no preprocessor) each compiled with
 `keras.optimizers.AdamW(1e-4)` and Keras' `SparseCategoricalCrossentropy(from_logits=True)`
-weighted by the target's padding mask, `jit_compile` as `--jit` (both the same).
+weighted by the target's padding mask, `jit_compile` as `--jit` (both the same); and
+Hugging Face's PyTorch model (its own `train()` mode, dropout on as in Keras' training
+step) with `torch.optim.AdamW(1e-4)` and the same weighted cross-entropy, one
+forward, backward and step.
 
 Run: `python benchmarks/bench_seq2seq.py [--models t5,bart --new 32 --rounds 3]`;
 `--train` adds the training-step table.
@@ -82,11 +88,14 @@ def _bart_peers():
     return hf, lm, hub, 2
 
 
-def bench_generate(peers, batch: int, prompt: int, new: int, rounds: int) -> dict:
+def bench_generate(peers, batch: int, prompt: int, new: int, rounds: int,
+                   beams: int = 1) -> dict:
+    import keras_hub
     import torch
 
     hf, lm, hub, start = peers
-    hub.compile(sampler="greedy")
+    hub.compile(sampler="greedy" if beams == 1 else keras_hub.samplers.BeamSampler(beams))
+    search = {} if beams == 1 else {"sampler": "beam", "num_beams": beams}
     ids = np.random.RandomState(0).randint(3, 32000, (batch, prompt)).astype("int32")
     mask = np.ones_like(ids)
     decoder = np.zeros((batch, new + 1), "int32")
@@ -98,7 +107,7 @@ def bench_generate(peers, batch: int, prompt: int, new: int, rounds: int) -> dic
     torch_ids = torch.tensor(ids, dtype=torch.long)
 
     def run_kbert():
-        lm.generate_ids(ids, mask, new, end_token_id=None).numpy()
+        lm.generate_ids(ids, mask, new, end_token_id=None, **search).numpy()
 
     def run_hub():
         hub.generate(hub_inputs, stop_token_ids=None)
@@ -106,7 +115,8 @@ def bench_generate(peers, batch: int, prompt: int, new: int, rounds: int) -> dic
     def run_hf():
         with torch.no_grad():
             hf.generate(torch_ids, attention_mask=torch.ones_like(torch_ids),
-                        max_new_tokens=new, min_new_tokens=new, do_sample=False)
+                        max_new_tokens=new, min_new_tokens=new, do_sample=False,
+                        num_beams=beams, early_stopping=False)
 
     times = median_seconds({"kbert": run_kbert, "keras-hub": run_hub, "hf-torch": run_hf},
                            rounds)
@@ -115,7 +125,9 @@ def bench_generate(peers, batch: int, prompt: int, new: int, rounds: int) -> dic
 
 def bench_train(peers, batch: int, inputs: int, targets: int, rounds: int, jit: bool,
                 steps: int = 2) -> dict:
-    _, lm, hub, start = peers
+    import torch
+
+    hf, lm, hub, start = peers
     rng = np.random.default_rng(0)
     enc_len = rng.integers(inputs // 2, inputs + 1, batch)
     enc_len[0] = inputs
@@ -138,10 +150,28 @@ def bench_train(peers, batch: int, inputs: int, targets: int, rounds: int, jit: 
                jit_compile=jit)
     hub.compile(optimizer=keras.optimizers.AdamW(1e-4), loss=loss(), weighted_metrics=[],
                 jit_compile=jit)
+    hf.train()
+    hf_optimizer = torch.optim.AdamW(hf.parameters(), lr=1e-4)
+    hf_x = {"input_ids": torch.tensor(x["encoder_token_ids"], dtype=torch.long),
+            "attention_mask": torch.tensor(enc_mask, dtype=torch.long),
+            "decoder_input_ids": torch.tensor(x["decoder_token_ids"], dtype=torch.long),
+            "decoder_attention_mask": torch.tensor(dec_mask, dtype=torch.long)}
+    hf_y, hf_w = torch.tensor(y, dtype=torch.long), torch.tensor(weights)
+
+    def run_hf():  # the same loss: cross-entropy weighted by the target mask, AdamW
+        hf_optimizer.zero_grad()
+        logits = hf(**hf_x).logits
+        each = torch.nn.functional.cross_entropy(logits.transpose(1, 2), hf_y,
+                                                 reduction="none")
+        (each * hf_w).mean().backward()
+        hf_optimizer.step()
+
     runs = {"kbert": lambda: lm.train_on_batch(x, {"logits": y},
                                                sample_weight={"logits": weights}),
-            "keras-hub": lambda: hub.train_on_batch(x, y, sample_weight=weights)}
+            "keras-hub": lambda: hub.train_on_batch(x, y, sample_weight=weights),
+            "hf-torch": run_hf}
     seconds = median_seconds(runs, rounds, warmup=2, repeat=steps)
+    hf.eval()
     return {k: batch / t for k, t in seconds.items()}
 
 
@@ -153,6 +183,8 @@ def main(argv=None):
     p.add_argument("--batches", default="1,8")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--generate", type=int, default=1, help="0: leave out the generation table")
+    p.add_argument("--num_beams", type=int, default=1,
+                   help="beam search of this width instead of greedy decoding")
     p.add_argument("--train", action="store_true", help="the training-step table too")
     p.add_argument("--train_batch", type=int, default=8)
     p.add_argument("--train_input", type=int, default=128)
@@ -169,12 +201,15 @@ def main(argv=None):
         peers = {"t5": _t5_peers, "bart": _bart_peers}[name]()
         size = {"t5": "T5-small", "bart": "BART-base"}[name]
         if args.generate:
-            print(f"\n## Greedy generation, {size} size, {args.prompt}-token input, "
+            how = "Greedy generation" if args.num_beams == 1 else \
+                f"Beam search ({args.num_beams} beams)"
+            print(f"\n## {how}, {size} size, {args.prompt}-token input, "
                   f"{args.new} new tokens (new tokens/s, median of {args.rounds})\n")
             print("| batch | kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
                   "|---|---|---|---|---|---|")
             for batch in map(int, args.batches.split(",")):
-                r = bench_generate(peers, batch, args.prompt, args.new, args.rounds)
+                r = bench_generate(peers, batch, args.prompt, args.new, args.rounds,
+                                   args.num_beams)
                 print(f"| {batch} | {r['kbert']:.1f} | {r['keras-hub']:.1f} | "
                       f"{r['hf-torch']:.1f} | {r['kbert'] / r['keras-hub']:.2f} | "
                       f"{r['kbert'] / r['hf-torch']:.2f} |", flush=True)
@@ -184,9 +219,11 @@ def main(argv=None):
             print(f"\n## Training step, {size} size, batch {args.train_batch} x "
                   f"{args.train_input} input / {args.train_target} target tokens, jit_compile="
                   f"{bool(args.jit)} (examples/s, median of {args.rounds})\n")
-            print(f"| kbert | keras-hub | kbert / keras-hub |\n|---|---|---|\n"
-                  f"| {r['kbert']:.2f} | {r['keras-hub']:.2f} | "
-                  f"{r['kbert'] / r['keras-hub']:.2f} |", flush=True)
+            print(f"| kbert | keras-hub | HF torch | kbert / keras-hub | kbert / HF |\n"
+                  f"|---|---|---|---|---|\n"
+                  f"| {r['kbert']:.2f} | {r['keras-hub']:.2f} | {r['hf-torch']:.2f} | "
+                  f"{r['kbert'] / r['keras-hub']:.2f} | {r['kbert'] / r['hf-torch']:.2f} |",
+                  flush=True)
 
 
 if __name__ == "__main__":

@@ -371,6 +371,7 @@ def test_gpt2_learns_the_translation_task_as_a_decoder_only_model(tmp_path):
             "--output_dir", str(out), "--max_source_length", "16",
             "--max_target_length", "16", "--num_train_epochs", "4",
             "--learning_rate", "3e-3", "--train_batch_size", "16",
+            "--eval_strategy", "epoch", "--metric_for_best_model", "bleu",
             "--tensorboard_dir", "none", "--export_dir", str(export)]) == 0
         served = served_results(str(export), [request])[0]
     results = json.loads((out / "eval_results.json").read_text())
@@ -386,6 +387,11 @@ def test_gpt2_learns_the_translation_task_as_a_decoder_only_model(tmp_path):
     assert served["text"]["value"] == predictions[:4]
     settings = json.loads((export / "assets.extra" / "kbert_generate.json").read_text())
     assert settings["prompt_suffix_ids"] == [tok.end_token_id]
+    # --eval_strategy epoch: an evaluation every 38 steps (an epoch is 37.5, rounded up), so
+    # 152 steps in whole loops; the results are the best evaluation's (BLEU never falls
+    # here: the last one's), its weights kept in OUTPUT_DIR/best
+    assert results["step"] == 152 and results["epoch"] == pytest.approx(4.0533)
+    assert (out / "best").is_dir()
 
 
 @pytest.mark.parity

@@ -225,3 +225,43 @@ def test_an_offline_command_is_one_line_and_leaves_no_trace(tmp_path, monkeypatc
         "network (test)); with no network, download GLUE (its download_glue_data.py) and "
         "pass --data_dir with the task's folder, or --tfds_data_dir with a prepared copy")
     assert not (tmp_path / "tfds").exists() and not (tmp_path / "out").exists()
+
+
+def test_seq2seq_reads_tfds_summaries_and_fails_offline_in_one_line(tmp_path, monkeypatch):
+    """`python -m kbert.tasks.seq2seq --tfds cnn_dailymail`: the split's `article` and
+    `highlights` as source and target (TFDS's mock serving rows of its features); with
+    no network and no prepared copy, one error line naming the dataset and the data
+    directory, and nothing left there."""
+    from types import SimpleNamespace
+
+    from kbert.tasks.seq2seq import __main__ as cli
+    from kbert.tasks.seq2seq.run import read_data
+
+    rows = [{"article": "A long text about cats.", "highlights": "Cats.", "id": "a"},
+            {"article": "Dogs bark at night.\nThey do.", "highlights": "Dogs bark.",
+             "id": "b"}]
+    signature = {k: tf.TensorSpec([], tf.string) for k in rows[0]}
+    monkeypatch.setenv("TFDS_DATA_DIR", str(tmp_path / "mock"))
+    with tfds.testing.mock_data(as_dataset_fn=lambda *a, **k: _dataset(
+            [{k: v.encode() for k, v in r.items()} for r in rows], signature)):
+        args = SimpleNamespace(tfds="cnn_dailymail", source_lang=None, target_lang=None,
+                               tfds_data_dir=None, do_train=True, do_predict=False, shots=None)
+        train, dev, test = read_data(args)
+    assert [(p.source, p.target, p.line) for p in train] == [
+        ("A long text about cats.", "Cats.", 1), ("Dogs bark at night.\nThey do.",
+                                                  "Dogs bark.", 2)]
+    assert [p.source for p in dev] == [r["article"] for r in rows] and test == []
+
+    def offline(self, *args, **kwargs):
+        raise ConnectionError("no network (test)")
+
+    monkeypatch.setattr(tfds.download.DownloadManager, "download_and_extract", offline)
+    monkeypatch.setattr(tfds.download.DownloadManager, "download", offline)
+    with pytest.raises(SystemExit) as err:
+        cli.main(["--tfds", "cnn_dailymail", "--tfds_data_dir", str(tmp_path / "tfds"),
+                  "--init_from", str(tmp_path), "--do_train",
+                  "--output_dir", str(tmp_path / "out")])
+    assert err.value.code.startswith(
+        f"error: TFDS could not load cnn_dailymail into {tmp_path / 'tfds'} "
+        "(ConnectionError: no network (test)); download it once online")
+    assert not (tmp_path / "tfds").exists() and not (tmp_path / "out").exists()

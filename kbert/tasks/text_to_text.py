@@ -153,20 +153,23 @@ def trim_batch(multiple: int):
     return trim
 
 
-def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str):
+def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str,
+              evaluate=None, metrics=()):
     """The --init_from encoder-decoder trained on the arrays `make_data(model) -> (x, y)`
     as the training flags say (batch, epochs, learning rate with warmup and linear
     decay, checkpoints, resumption), under the command's `runtime` (--strategy); batches trimmed of the padding
     all their rows share (`trim_batch`; --trim_padding's multiple, 32 where the command
-    has no such flag; off on TPUs and with several workers). Returns the model and
-    {"epoch", "step"} of its weights."""
+    has no such flag; off on TPUs and with several workers). With --eval_strategy,
+    `evaluate(model) -> {metric: value}` (one of `metrics`) picks the best weights
+    (`common.best_model`). Returns the model and {"epoch", "step"} of its weights."""
     from kbert.models.metrics import Perplexity, lm_loss
-    from kbert.tasks.common import fit_and_finish, trim_multiple
+    from kbert.tasks.common import best_model, fit_and_finish, loop_steps, trim_multiple
 
     batch = args.train_batch_size
+    loop = loop_steps(args, examples / batch, True) if evaluate is not None \
+        else args.steps_per_loop
     total_steps, steps_per_loop = training.whole_loops(
-        training.train_steps(args, examples, batch), args.steps_per_loop,
-        args.steps_per_execution)
+        training.train_steps(args, examples, batch), loop, args.steps_per_execution)
     model = runtime.build(
         lambda: lm_class.from_pretrained(args.init_from),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
@@ -181,11 +184,13 @@ def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str):
     if multiple:  # each batch cut to its longest input and target (rounded up)
         data = data.map(trim_batch(multiple))
     logger.info("%s as text to text: %d examples, %d steps", log_name, examples, total_steps)
+    evaluation = best_model(args, evaluate, list(metrics), steps_per_loop, examples / batch) \
+        if evaluate is not None else None
     trained = fit_and_finish(
         model, data, args, total_steps, steps_per_loop, examples_per_step=batch,
         tokens_per_step=training.real_tokens_per_batch(
             x.get("encoder_padding_mask", x.get("padding_mask")), batch),
-        steps_per_epoch=examples / batch)
+        steps_per_epoch=examples / batch, evaluation=evaluation)
     return model, trained
 
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from kbert.io import atomic_file, write_json
 from kbert.tasks.seq2seq.data import Columns, Pair, read_pairs
-from kbert.tasks.seq2seq.metrics import compute_metrics
+from kbert.tasks.seq2seq.metrics import ROUGE_TYPES, compute_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -115,6 +115,7 @@ def run(args) -> dict:
                                           generate_outputs)
 
     runtime = training.Runtime.from_flags(args)
+    train, dev, test = read_data(args)  # every file read and checked before the model
     model_dir = os.path.join(args.output_dir, "model")
     family = run_family(args, trained=model_dir)
     lm_class = family.language_model_class
@@ -123,7 +124,6 @@ def run(args) -> dict:
                          "command fine-tunes encoder-decoders (T5, BART) and causal LMs "
                          "(GPT-2)")
     decoder_only = not lm_class.is_encoder_decoder
-    train, dev, test = read_data(args)
     source = args.init_from if train or args.shots is not None else model_dir
     tokenizer = family.tokenizer_class.from_pretrained(source)
     if decoder_only and tokenizer.end_token_id is None:
@@ -135,6 +135,28 @@ def run(args) -> dict:
     settings = decoding_settings(args)
     if args.shots is not None:
         return _run_shots(args, lm_class, train, dev, test, max_new, settings)
+
+    def predict(lm, inputs):
+        if decoder_only:
+            ids, mask = causal.prompts(tokenizer, inputs, args.max_source_length)
+            return decode_outputs(lm, tokenizer, ids, mask, max_new, args.predict_batch_size,
+                                  **settings)
+        return generate_outputs(lm, tokenizer, inputs, args.max_source_length, max_new,
+                                args.predict_batch_size, **settings)
+
+    evaluate, metrics = None, ()
+    if getattr(args, "eval_strategy", "no") != "no":
+        if not dev:
+            raise SystemExit(f"--eval_strategy {args.eval_strategy}: needs a validation "
+                             "set (--validation_file)")
+        dev_inputs = [prefix + p.source + suffix for p in dev]
+        metrics = ROUGE_TYPES if args.metric == "rouge" else ("bleu", "chrf")
+
+        def evaluate(lm):
+            scores = compute_metrics(args.metric, predict(lm, dev_inputs)[0],
+                                     [p.target for p in dev])
+            return {k: scores[k] for k in metrics}
+
     if train:
         sources = [prefix + p.source + suffix for p in train]
         targets = [p.target for p in train]
@@ -147,7 +169,8 @@ def run(args) -> dict:
             return features(lm, tokenizer, sources, targets, args.max_source_length,
                             args.max_target_length)
 
-        model, trained = fine_tune(args, runtime, lm_class, make_data, len(train), "seq2seq")
+        model, trained = fine_tune(args, runtime, lm_class, make_data, len(train), "seq2seq",
+                                   evaluate, metrics)
         model.save_pretrained(model_dir, tokenizer=tokenizer)
         save_decoding_settings(model_dir, args, {**settings, "max_new_tokens": max_new})
     else:
@@ -157,14 +180,6 @@ def run(args) -> dict:
         model, trained = lm_class.from_pretrained(model_dir), None
         if decoder_only:
             _check_positions(model, args, max_new)
-
-    def predict(lm, inputs):
-        if decoder_only:
-            ids, mask = causal.prompts(tokenizer, inputs, args.max_source_length)
-            return decode_outputs(lm, tokenizer, ids, mask, max_new, args.predict_batch_size,
-                                  **settings)
-        return generate_outputs(lm, tokenizer, inputs, args.max_source_length, max_new,
-                                args.predict_batch_size, **settings)
 
     results, seen = {}, {}
     for split, pairs, where in _splits(args, dev, test):
