@@ -392,6 +392,18 @@ def test_gpt2_learns_the_translation_task_as_a_decoder_only_model(tmp_path):
     # here: the last one's), its weights kept in OUTPUT_DIR/best
     assert results["step"] == 152 and results["epoch"] == pytest.approx(4.0533)
     assert (out / "best").is_dir()
+    # `python -m kbert.export` of OUTPUT_DIR/model, no decoding flags: the settings the
+    # run saved with it (generation_config.json), the separator included (its answers
+    # from the exporter's own C++-loader load; the command's export had the full check)
+    from kbert.export import __main__ as export_cli
+
+    again = tmp_path / "serving" / "xx" / "2"
+    with keep_served(also=[request]):
+        assert export_cli.main(["--model_dir", str(out / "model"), "--task", "generate",
+                                "--export_dir", str(again), "--no_check"]) == 0
+        assert served_results(str(again), [request])[0]["text"]["value"] == predictions[:4]
+    saved = json.loads((again / "assets.extra" / "kbert_generate.json").read_text())
+    assert saved["prompt_suffix_ids"] == [tok.end_token_id] and saved["max_new_tokens"] == 16
 
 
 @pytest.mark.parity

@@ -167,6 +167,15 @@ def main(argv=None) -> int:
             generation["early_stopping"] = {"true": True, "false": False,
                                             "never": "never"}[args.early_stopping]
             generation["stop"] = args.stop or []
+            # A fine-tuning run's settings saved with the folder (the seq2seq command's)
+            # are the defaults of the flags not given.
+            from kbert.export.generate_graph import folder_settings
+
+            saved = folder_settings(args.model_dir)
+            if saved:
+                given = {a[2:].split("=")[0] for a in argv if a.startswith("--")}
+                generation.update({k: v for k, v in saved.items() if k not in given
+                                   and not (k == "sampler" and "num_beams" in given)})
         path = export_from_folder(args.model_dir, args.task, args.export_dir,
                                   serving_version=args.serving_version,
                                   seq_length=args.seq_length, generation=generation,

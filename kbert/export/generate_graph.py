@@ -61,6 +61,32 @@ from kbert.export.base import SAMPLE_TEXTS, ServingModule, check_token_inputs, s
 from kbert.models import generation
 
 SETTINGS_FILE = "kbert_generate.json"
+GENERATION_CONFIG = "generation_config.json"
+# transformers' GenerationConfig keys a fine-tuning run records (the seq2seq command),
+# as `export_generate`'s arguments; and kbert's own for the prompt's wrapping.
+_FOLDER_KEYS = ("num_beams", "length_penalty", "no_repeat_ngram_size", "min_new_tokens",
+                "max_new_tokens")
+_PROMPT_KEYS = {"kbert_source_prefix": "prompt_prefix", "kbert_source_suffix": "prompt_suffix",
+                "kbert_prompt_suffix_ids": "prompt_suffix_ids"}
+
+
+def folder_settings(model_dir: str) -> dict:
+    """The decoding settings a kbert fine-tuning run saved with its model folder
+    (`generation_config.json` with `"kbert_decoding": true`: the seq2seq command's), as
+    `export_generate`'s arguments (beam search where num_beams > 1); {} for any other
+    folder (Hugging Face's own generation configs are not read here)."""
+    path = os.path.join(os.fspath(model_dir), GENERATION_CONFIG)
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        config = json.load(f)
+    if not config.get("kbert_decoding"):
+        return {}
+    settings = {k: config[k] for k in _FOLDER_KEYS if config.get(k) is not None}
+    settings.update({arg: config[key] for key, arg in _PROMPT_KEYS.items() if config.get(key)})
+    if settings.get("num_beams", 1) > 1:
+        settings["sampler"] = "beam"
+    return settings
 MAX_NGRAM = 4  # the largest no_repeat_ngram_size the per-request signature takes
 DEFAULT_MAX_BEAMS = 4  # the most num_beams per request, unless the export says more
 

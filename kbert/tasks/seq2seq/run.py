@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 TFDS_FEATURES = {"cnn_dailymail": ("article", "highlights"), "xsum": ("document", "summary"),
                  "gigaword": ("document", "summary"), "samsum": ("dialogue", "summary"),
                  "reddit_tifu": ("documents", "tldr"), "billsum": ("text", "summary")}
-GENERATION_CONFIG = "generation_config.json"
+GENERATION_CONFIG = "generation_config.json"  # kbert.export.generate_graph's too
 
 
 def decoding_settings(args) -> dict:
@@ -90,9 +90,13 @@ def write_predictions(path: str, pairs: list[Pair], predictions: list[str]) -> N
                                 "prediction": prediction}, ensure_ascii=False) + "\n")
 
 
-def save_decoding_settings(folder: str, args, settings: dict) -> None:
+def save_decoding_settings(folder: str, args, settings: dict, suffix_ids=()) -> None:
     """The decoding settings in the model folder's `generation_config.json` (the keys
-    transformers' `GenerationConfig` has; other keys there are kept)."""
+    transformers' `GenerationConfig` has; other keys there are kept), with kbert's
+    `kbert_source_prefix`/`kbert_source_suffix`/`kbert_prompt_suffix_ids` (a decoder-only
+    model's separator) and `"kbert_decoding": true`, which makes them the defaults of
+    `python -m kbert.export --task generate` of the folder
+    (`kbert.export.generate_graph.folder_settings`)."""
     path = os.path.join(folder, GENERATION_CONFIG)
     config = {}
     if os.path.exists(path):
@@ -101,9 +105,12 @@ def save_decoding_settings(folder: str, args, settings: dict) -> None:
     config.update(num_beams=args.num_beams, length_penalty=args.length_penalty,
                   no_repeat_ngram_size=args.no_repeat_ngram_size,
                   min_new_tokens=args.min_new_tokens,
-                  max_new_tokens=settings["max_new_tokens"])
-    if args.source_prefix:
-        config["kbert_source_prefix"] = args.source_prefix
+                  max_new_tokens=settings["max_new_tokens"], kbert_decoding=True)
+    for key, value in (("kbert_source_prefix", args.source_prefix),
+                       ("kbert_source_suffix", args.source_suffix),
+                       ("kbert_prompt_suffix_ids", [int(i) for i in suffix_ids])):
+        if value:
+            config[key] = value
     write_json(path, config)
 
 
@@ -172,7 +179,8 @@ def run(args) -> dict:
         model, trained = fine_tune(args, runtime, lm_class, make_data, len(train), "seq2seq",
                                    evaluate, metrics)
         model.save_pretrained(model_dir, tokenizer=tokenizer)
-        save_decoding_settings(model_dir, args, {**settings, "max_new_tokens": max_new})
+        save_decoding_settings(model_dir, args, {**settings, "max_new_tokens": max_new},
+                               [tokenizer.end_token_id] if decoder_only else ())
     else:
         if not os.path.isdir(model_dir):
             raise SystemExit(f"no --train_file: {model_dir} holds no model to evaluate "
