@@ -34,6 +34,19 @@ def test_rouge_is_rouge_scores_mean_f_measure_with_stemming_in_percent():
     assert scores[0]["rouge1"].fmeasure == pytest.approx(2 * 0.8 / 1.8)
     # rougeLsum reads lines as sentences: it differs from rougeL on the two-line pair
     assert scores[1]["rougeLsum"].fmeasure != scores[1]["rougeL"].fmeasure
+    # transformers' run_summarization.py reports `evaluate`'s ROUGE: rouge-score's
+    # BootstrapAggregator (1,000 resamples, unseeded there) and its median ("mid"). Run
+    # the same way here, seeded: the mean kbert reports lies in its 95% interval.
+    from rouge_score import scoring
+
+    np.random.seed(0)
+    aggregator = scoring.BootstrapAggregator()
+    for score in scores:
+        aggregator.add_scores(score)
+    bootstrap = aggregator.aggregate()
+    for key in ("rouge1", "rouge2", "rougeL", "rougeLsum"):
+        low, high = bootstrap[key].low.fmeasure, bootstrap[key].high.fmeasure
+        assert 100 * low <= got[key] <= 100 * high, (key, low, got[key], high)
 
 
 def test_bleu_and_chrf_are_sacrebleus_corpus_scores_with_their_signatures():
