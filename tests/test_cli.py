@@ -94,8 +94,8 @@ def test_squad_and_ner_refuse_a_family_that_cannot_do_them(tmp_path, capsys, gpt
     line = _fails(squad_cli.main, ["--init_from", gpt_folder, "--output_dir", str(out)],
                   capsys, 2)
     assert line.startswith(f"error: --init_from {gpt_folder} holds a gpt model: kbert runs "
-                           "squad on models whose tokenizer gives character offsets (bert")
-    assert line.endswith("; gpt runs glue, pretrain")
+                           "squad on models whose tokenizer gives character offsets (bart, bert")
+    assert line.endswith("; gpt runs glue, pretrain, seq2seq")
     assert not out.exists()
     conll = tmp_path / "eng.train"
     conll.write_text("-DOCSTART- -X- -X- O\n\nthe DT O O\ncat NN O B-PER\n")
@@ -107,8 +107,8 @@ def test_squad_and_ner_refuse_a_family_that_cannot_do_them(tmp_path, capsys, gpt
     # --model gpt for SQuAD: the same answer, from the registry; an unknown family named.
     line = _fails(squad_cli.main, ["--model", "gpt", "--output_dir", str(out)], capsys, 2)
     assert line.startswith("error: --model gpt: kbert runs squad on models whose tokenizer "
-                           "gives character offsets (bert")
-    assert line.endswith("; gpt runs glue, pretrain")
+                           "gives character offsets (bart, bert")
+    assert line.endswith("; gpt runs glue, pretrain, seq2seq")
     line = _fails(squad_cli.main, ["--model", "xlnet", "--output_dir", str(out)], capsys, 2)
     assert line == ("error: --model xlnet: not a model family; choose from bart, bert, elmo, "
                     "gpt, roberta, t5")

@@ -98,7 +98,7 @@ def test_ner_command_with_a_package_trained_bilm(bilm_folder, tmp_path):
 
 @pytest.mark.parametrize("flags, message", [
     (["--mode", "finetune"], "--mode finetune: elmo is used feature-based"),
-    (["--export_dir", "x/1"], "--export_dir: the ner SavedModel takes bert"),
+    (["--export_dir", "x/1"], "--export_dir: the ner SavedModel takes bart, bert"),
 ])
 def test_flags_elmo_refuses(untrained_folder, tmp_path, capsys, flags, message):
     train = write_conll(str(tmp_path / "eng.train"), make_sentences(10, seed=0))

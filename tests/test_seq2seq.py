@@ -302,6 +302,17 @@ def test_a_broken_data_line_is_one_error_naming_file_and_line(t5_folder, tmp_pat
     assert capsys.readouterr().err.strip().splitlines()[-1] == \
         f"error: {bad}:2: not JSON Lines (Expecting value)"
     assert not out.exists()  # a failed run leaves no output folder
+    # a family that cannot generate text: one line naming the ones that can
+    bert = tmp_path / "bert"
+    kbert.BertEncoder(kbert.BertConfig.preset("tiny", vocab_size=30)).save_pretrained(bert)
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--init_from", str(bert), "--train_file", str(bad),
+                  "--output_dir", str(out)])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"error: --init_from {bert} holds a bert model: kbert runs seq2seq on models whose "
+        "tokenizer gives text back from generated ids (an encoder-decoder, or a causal LM "
+        "with an end token) (bart, gpt, t5); bert runs glue, ner, pretrain, squad")
 
 
 @pytest.mark.slow

@@ -259,7 +259,6 @@ def test_seq2seq_reads_tfds_summaries_and_fails_offline_in_one_line(tmp_path, mo
     monkeypatch.setattr(tfds.download.DownloadManager, "download", offline)
     with pytest.raises(SystemExit) as err:
         cli.main(["--tfds", "cnn_dailymail", "--tfds_data_dir", str(tmp_path / "tfds"),
-                  "--init_from", str(tmp_path), "--do_train",
                   "--output_dir", str(tmp_path / "out")])
     assert err.value.code.startswith(
         f"error: TFDS could not load cnn_dailymail into {tmp_path / 'tfds'} "

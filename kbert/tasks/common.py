@@ -330,7 +330,9 @@ def check_quantize_flag(args) -> None:
 
 
 TASK_NEEDS = {"squad": "character offsets",
-              "ner": "words aligned with its tokens"}
+              "ner": "words aligned with its tokens",
+              "seq2seq": "text back from generated ids (an encoder-decoder, or a causal LM "
+                         "with an end token)"}
 
 
 def check_training_flags(args, specials: int | None = None, model_flag: bool = True,

@@ -13,7 +13,7 @@ from kbert.tokenizers.roberta import RobertaTokenizer
 
 class BartTokenizer(RobertaTokenizer):
     family = "bart"
-    tasks = frozenset({"glue", "squad", "ner", "pretrain"})
+    tasks = frozenset({"glue", "squad", "ner", "pretrain", "seq2seq"})
     exports = frozenset({"classifier", "generate", "squad", "ner"})
 
     @staticmethod

@@ -73,7 +73,7 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
     """
 
     family = "gpt"
-    tasks = frozenset({"glue", "pretrain"})
+    tasks = frozenset({"glue", "pretrain", "seq2seq"})
     exports = frozenset({"classifier", "embeddings", "generate"})
 
     def __init__(self, vocabulary, merges, seq_length: int = 1024,

@@ -36,7 +36,7 @@ class T5Tokenizer(Tokenizer):
     """
 
     family = "t5"
-    tasks = frozenset({"glue", "squad", "pretrain"})  # as text to text (kbert.tasks.text_to_text)
+    tasks = frozenset({"glue", "squad", "pretrain", "seq2seq"})  # as text to text (kbert.tasks.text_to_text)
     exports = frozenset({"generate"})
     special_tokens = (1, 2)
     special_tokens_in_text = True

@@ -117,7 +117,8 @@ def main(argv=None) -> int:
     from kbert.cli import UsageError, add_cli_flags, check_export_dir, run_command
 
     def validate(args):
-        from kbert.tasks.common import check_export_support, check_quantize_flag
+        from kbert.tasks.common import (check_export_support, check_model_flag,
+                                        check_quantize_flag, check_task_support)
 
         if not (args.train_file or args.validation_file or args.test_file or args.tfds):
             raise UsageError("give --train_file (and --validation_file/--test_file), or "
@@ -150,6 +151,9 @@ def main(argv=None) -> int:
             if args.export_dir:
                 raise UsageError("--shots: nothing is trained, nothing to export; leave out "
                                  "--export_dir")
+        check_model_flag(args)
+        if args.init_from:  # the family generates text (its tokenizer lists seq2seq)
+            check_task_support(args, "seq2seq")
         if args.metric is None:
             args.metric = _default_metric(args)
         check_quantize_flag(args)
