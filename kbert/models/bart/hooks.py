@@ -45,14 +45,9 @@ def glue_model(encoder, task, tokenizer, options: dict) -> keras.Model:
     the input to the encoder and, shifted right, to the decoder; the head
     (`BartClassificationHead`: dense + tanh, out_proj) on the decoder's state at each
     row's final `</s>` (its last real position). The output layer is not used."""
-    lm, c = encoder, encoder.config
-    inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
-              for name in ("token_ids", "padding_mask")}
-    ids, mask = inputs["token_ids"], inputs["padding_mask"]
-    encoded = lm.encoder(lm.token_embedding(ids), mask)
-    decoder_ids, decoder_mask = DecoderInputs(c.decoder_start_token_id,
-                                              name="decoder_inputs")(ids, mask)
-    decoded = lm.decoder(lm.token_embedding(decoder_ids), decoder_mask, encoded, mask)
+    c = encoder.config
+    inputs, decoded = _decoder_states(encoder)
+    mask = inputs["padding_mask"]
     head = TanhClassifierHead(1 if task.is_regression else task.num_labels, c.hidden_size,
                               c.classifier_dropout, c.initializer_range, name="classifier")
     out = head(last_token_state(decoded, mask))  # the final </s>
