@@ -14,7 +14,7 @@ import transformers
 
 import kbert
 from kbert.models import registry
-from tests.test_roberta import CORPUS, _write_vocab
+from tests.test_roberta import CORPUS, _write_vocab, assert_sample_squad_run
 
 pytestmark = pytest.mark.parity
 
@@ -511,14 +511,7 @@ def test_squad_command_from_a_bart_question_answering_folder(qa_folder, tmp_path
                            "--sample_paragraphs", "12", "--num_train_epochs", "1",
                            "--max_seq_length", "48", "--doc_stride", "24",
                            "--steps_per_loop", "5", "--learning_rate", "1e-4"]) == 0
-    dev = json.loads((out / "sample_dev.json").read_text())
-    preds = json.loads((out / "predictions.json").read_text())
-    contexts = {q["id"]: p["context"] for a in dev["data"] for p in a["paragraphs"]
-                for q in p["qas"]}
-    assert set(preds) == set(contexts)
-    assert all(p in contexts[q] for q, p in preds.items())
-    assert json.loads((out / "kbert_task.json").read_text())["family"] == "bart"
-    assert (out / "serving" / "squad" / "1" / "saved_model.pb").exists()
+    assert_sample_squad_run(out, "bart")
     # encoder/ holds the fine-tuned BART: with the task folder's head it is the model
     from kbert.models.bart.hooks import squad_model
 

@@ -269,13 +269,19 @@ def test_squad_command_from_a_roberta_folder(folders, tmp_path):
                            "--sample_paragraphs", "12", "--num_train_epochs", "1",
                            "--max_seq_length", "48", "--doc_stride", "24",
                            "--steps_per_loop", "5"]) == 0
+    assert_sample_squad_run(out, "roberta")
+
+
+def assert_sample_squad_run(out, family: str) -> None:
+    """A SQuAD run on the bundled sample: a prediction for every dev question, each a
+    substring of its context; the task folder of `family`; the export written."""
     dev = json.loads((out / "sample_dev.json").read_text())
     preds = json.loads((out / "predictions.json").read_text())
     contexts = {q["id"]: p["context"] for a in dev["data"] for p in a["paragraphs"]
                 for q in p["qas"]}
     assert set(preds) == set(contexts)
     assert all(p in contexts[q] for q, p in preds.items())
-    assert json.loads((out / "kbert_task.json").read_text())["family"] == "roberta"
+    assert json.loads((out / "kbert_task.json").read_text())["family"] == family
     assert (out / "serving" / "squad" / "1" / "saved_model.pb").exists()
 
 

@@ -141,16 +141,11 @@ def t5_folder(tmp_path_factory):
     return root / "t5"
 
 
-@pytest.mark.e2e
-def test_t5_learns_the_generated_translation_task_and_its_export_answers_the_same(
-        t5_folder, tmp_path):
-    """A random-init tiny T5 fine-tuned on 600 generated pairs (run_translation.py's
-    layout, a T5 prefix) for 10 epochs: dev BLEU far above copying the source;
-    eval_results.json holds sacrebleu's scores of eval_predictions.jsonl (run here);
-    the `generate` export (beam 2, the prefix in the graph) answers the bare sources
-    through TF Serving's C++ loader with the predictions file's texts."""
-    import sacrebleu
-
+def _translate(init_from, tmp_path, flags: list[str]):
+    """The command on the generated translation task (600 training pairs, 40 dev pairs,
+    run_translation.py's layout) with `flags`, exporting to SERVING/xx/1: (the dev
+    pairs, OUTPUT_DIR, the export, the request of the first 4 dev sources, the C++
+    loader's answer to it in the exporter's own load, the data files)."""
     from kbert.export.check import keep_served, served_results
     from kbert.tasks.seq2seq import __main__ as cli
     from kbert.tasks.seq2seq.sample import write_translation_files
@@ -161,14 +156,27 @@ def test_t5_learns_the_generated_translation_task_and_its_export_answers_the_sam
     request = {"prompt": [d["en"] for d in dev[:4]]}
     with keep_served(also=[request]):
         assert cli.main([
-            "--init_from", str(t5_folder), "--train_file", paths["train"],
+            "--init_from", str(init_from), "--train_file", paths["train"],
             "--validation_file", paths["dev"], "--source_lang", "en", "--target_lang", "xx",
-            "--source_prefix", "to xx: ", "--output_dir", str(out),
-            "--max_source_length", "40", "--max_target_length", "32",
-            "--num_train_epochs", "10", "--learning_rate", "3e-3", "--train_batch_size", "16",
-            "--num_beams", "2", "--tensorboard_dir", "none",
-            "--export_dir", str(export)]) == 0
+            "--output_dir", str(out), "--learning_rate", "3e-3", "--train_batch_size", "16",
+            "--tensorboard_dir", "none", "--export_dir", str(export), *flags]) == 0
         served = served_results(str(export), [request])[0]
+    return dev, out, export, request, served, paths
+
+
+@pytest.mark.e2e
+def test_t5_learns_the_generated_translation_task_and_its_export_answers_the_same(
+        t5_folder, tmp_path):
+    """A random-init tiny T5 fine-tuned on 600 generated pairs (run_translation.py's
+    layout, a T5 prefix) for 10 epochs: dev BLEU far above copying the source;
+    eval_results.json holds sacrebleu's scores of eval_predictions.jsonl (run here);
+    the `generate` export (beam 2, the prefix in the graph) answers the bare sources
+    through TF Serving's C++ loader with the predictions file's texts."""
+    import sacrebleu
+
+    dev, out, export, _, served, paths = _translate(t5_folder, tmp_path, [
+        "--source_prefix", "to xx: ", "--max_source_length", "40",
+        "--max_target_length", "32", "--num_train_epochs", "10", "--num_beams", "2"])
     results = json.loads((out / "eval_results.json").read_text())
     rows = [json.loads(line) for line in open(out / "eval_predictions.jsonl", encoding="utf-8")]
     assert [(r["source"], r["target"]) for r in rows] == [(d["en"], d["xx"]) for d in dev]
@@ -384,8 +392,6 @@ def test_gpt2_learns_the_translation_task_as_a_decoder_only_model(tmp_path):
     from gpt_fixtures import word_tokenizer
 
     from kbert.export.check import keep_served, served_results
-    from kbert.tasks.seq2seq import __main__ as cli
-    from kbert.tasks.seq2seq.sample import write_translation_files
 
     tok = word_tokenizer(_sample_words())
     keras.utils.set_random_seed(0)
@@ -393,20 +399,10 @@ def test_gpt2_learns_the_translation_task_as_a_decoder_only_model(tmp_path):
         "tiny", vocab_size=tok.vocab_size, hidden_size=64, num_heads=4,
         intermediate_size=128, end_token_id=tok.end_token_id)).save_pretrained(
             tmp_path / "gpt", tokenizer=tok)
-    paths = write_translation_files(str(tmp_path / "data"), {"train": 600, "dev": 40})
-    dev = [json.loads(line)["translation"] for line in open(paths["dev"], encoding="utf-8")]
-    out, export = tmp_path / "out", tmp_path / "serving" / "xx" / "1"
-    request = {"prompt": [d["en"] for d in dev[:4]]}
-    with keep_served(also=[request]):
-        assert cli.main([
-            "--init_from", str(tmp_path / "gpt"), "--train_file", paths["train"],
-            "--validation_file", paths["dev"], "--source_lang", "en", "--target_lang", "xx",
-            "--output_dir", str(out), "--max_source_length", "16",
-            "--max_target_length", "16", "--num_train_epochs", "4",
-            "--learning_rate", "3e-3", "--train_batch_size", "16",
-            "--eval_strategy", "epoch", "--metric_for_best_model", "bleu",
-            "--tensorboard_dir", "none", "--export_dir", str(export)]) == 0
-        served = served_results(str(export), [request])[0]
+    dev, out, export, request, served, _ = _translate(tmp_path / "gpt", tmp_path, [
+        "--max_source_length", "16", "--max_target_length", "16",
+        "--num_train_epochs", "4", "--eval_strategy", "epoch",
+        "--metric_for_best_model", "bleu"])
     results = json.loads((out / "eval_results.json").read_text())
     predictions = [json.loads(line)["prediction"]
                    for line in open(out / "eval_predictions.jsonl", encoding="utf-8")]
