@@ -565,3 +565,44 @@ def test_ner_command_and_export_from_a_bart_folder(folder, tmp_path):
         assert got == [(e.text, e.start_char, e.end_char) for e in entities]
     with pytest.raises(SystemExit, match="--mode feature: a bart model is fine-tuned whole"):
         ner_cli.main([*flags, "--output_dir", str(tmp_path / "f"), "--mode", "feature"])
+
+
+def test_a_source_encoder_goes_in_front_of_a_bart_folder_and_saves_as_kbert_only(
+        folder, tmp_path):
+    """BART's translation mode's model (`source_encoder_layers`): a Hugging Face BART
+    folder loads around a new encoder (BART's weights as in the folder, the new ones at
+    random), the source's vectors are the new encoder's, greedy generation (the cached
+    loop) picks what the teacher-forced graph's argmax picks, a kbert folder holds it
+    all, and the Hugging Face layout, which has no such model, is refused."""
+    from kbert.models.bart.checkpoints import variable_map
+
+    _, root, plain = folder
+    lm = kbert.BartSeq2SeqLM.from_pretrained(root / "lm", source_encoder_layers=2,
+                                             dropout=0.0)
+    ours = {name: var.numpy() for name, (var, _) in variable_map(lm).items()}
+    theirs = {name: var.numpy() for name, (var, _) in variable_map(plain).items()}
+    assert set(ours) - set(theirs) == {n for n in ours if n.startswith("source_encoder.")}
+    assert "source_encoder.layers.1.fc2.weight" in ours
+    for name, value in theirs.items():
+        np.testing.assert_array_equal(ours[name], value, err_msg=name)
+    enc, enc_mask, dec, dec_mask = _batch()
+    vectors = lm.source_encoder.stack(lm.source_encoder.token_embedding(enc), enc_mask)
+    np.testing.assert_allclose(lm.embed_source(enc, enc_mask).numpy(), vectors.numpy())
+    assert not np.allclose(_ours(lm, enc, enc_mask, dec, dec_mask),
+                           _ours(plain, enc, enc_mask, dec, dec_mask), atol=1e-3)
+
+    ids = lm.generate_ids(enc, enc_mask, max_new_tokens=5, jit_compile=False).numpy()
+    forced = np.concatenate([np.full((3, 1), lm.config.decoder_start_token_id), ids[:, :-1]],
+                            axis=1).astype("int32")
+    picked = _ours(lm, enc, enc_mask, forced, np.ones_like(forced)).argmax(-1)
+    np.testing.assert_array_equal(picked, ids)
+
+    lm.save_pretrained(tmp_path / "kbert")
+    again = kbert.BartSeq2SeqLM.from_pretrained(tmp_path / "kbert")
+    assert again.config.source_encoder_layers == 2
+    np.testing.assert_array_equal(_ours(again, enc, enc_mask, dec, dec_mask),
+                                  _ours(lm, enc, enc_mask, dec, dec_mask))
+    with pytest.raises(ValueError, match="no Hugging Face model has one"):
+        lm.save_pretrained(tmp_path / "hf", format="huggingface")
+    with pytest.raises(ValueError, match="source_encoder_layers=-1 is negative"):
+        kbert.BartConfig.preset("tiny", source_encoder_layers=-1)

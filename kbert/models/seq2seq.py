@@ -73,20 +73,33 @@ class Seq2SeqLM(Backbone, GenerativeLM, Quantizable, keras.Model, Pretrained):
 
     is_encoder_decoder = True
 
-    def __init__(self, config, token_embedding, encoder, decoder, output, **kwargs):
+    def __init__(self, config, token_embedding, encoder, decoder, output,
+                 source_encoder=None, **kwargs):
         """The functional graph over `INPUTS`: the `encoder` stack on the embedded
         source, the `decoder` stack on the embedded target and the encoder's states,
-        `output(decoder states)` the logits; the config and the three layers kept."""
+        `output(decoder states)` the logits; the config and the three layers kept.
+        `source_encoder(ids, padding_mask)`, where given, makes the source's vectors
+        instead of the token table (BART's translation mode; `embed_source`)."""
         inputs = self.model_inputs()
-        encoded = encoder(token_embedding(inputs["encoder_token_ids"]),
-                          inputs["encoder_padding_mask"])
+        source = inputs["encoder_token_ids"]
+        source = token_embedding(source) if source_encoder is None else source_encoder(
+            source, inputs["encoder_padding_mask"])
+        encoded = encoder(source, inputs["encoder_padding_mask"])
         decoded = decoder(token_embedding(inputs["decoder_token_ids"]),
                           inputs["decoder_padding_mask"], encoded,
                           inputs["encoder_padding_mask"])
         super().__init__(inputs=inputs, outputs={"logits": output(decoded)}, **kwargs)
         self.config = config
         self.token_embedding, self.encoder, self.decoder = token_embedding, encoder, decoder
+        self.source_encoder = source_encoder
         self.tokenizer = None  # set by from_pretrained, or by the user
+
+    def embed_source(self, token_ids, padding_mask, training=None):
+        """The vectors the encoder stack reads for source ids [B, T]: the token table's,
+        or the source encoder's where the model has one."""
+        if self.source_encoder is None:
+            return self.token_embedding(token_ids)
+        return self.source_encoder(token_ids, padding_mask, training=training)
 
     @staticmethod
     def model_inputs() -> dict:
@@ -112,7 +125,7 @@ class Seq2SeqLM(Backbone, GenerativeLM, Quantizable, keras.Model, Pretrained):
         logits after the prompt. Returns (logits [B, V], cache, the decoder's prompt
         [B, P'])."""
         rows = ops.shape(token_ids)[0]
-        encoded = self.encoder(self.token_embedding(token_ids), padding_mask)
+        encoded = self.encoder(self.embed_source(token_ids, padding_mask), padding_mask)
         cross = tuple(block.cross_attention.project_key_value(encoded)
                       for block in self.decoder.blocks)
         prompt = self.decoder_prompt()

@@ -22,6 +22,8 @@ _IGNORED = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_he
 # The task heads of Hugging Face's BartForQuestionAnswering and BartForSequenceClassification:
 # not the language model's; the task commands read them (`read_head`).
 HEADS = ("qa_outputs.", "classification_head.")
+# The translation mode's new encoder (`BartSourceEncoder`): kbert folders only.
+SOURCE = "source_encoder."
 
 
 def _reshape(shape):
@@ -34,7 +36,12 @@ def variable_map(model) -> dict:
     """Canonical name -> (Keras variable, stored transposed)."""
     names = {"shared.weight": (model.token_embedding.embeddings, False),
              "final_logits_bias": (model.final_logits_bias.bias, False)}
-    for stack_name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
+    stacks = [("encoder", model.encoder), ("decoder", model.decoder)]
+    if model.source_encoder is not None:  # kbert's names, in BART's encoder's pattern
+        names[f"{SOURCE}embed_tokens.weight"] = (
+            model.source_encoder.token_embedding.embeddings, False)
+        stacks.append((SOURCE.rstrip("."), model.source_encoder.stack))
+    for stack_name, stack in stacks:
         names[f"{stack_name}.embed_positions.weight"] = (stack.position_embedding.embeddings,
                                                          False)
         names[f"{stack_name}.layernorm_embedding.weight"] = (stack.embedding_layer_norm.gamma,
@@ -109,6 +116,12 @@ def load(cls, path, dtype=None, **config_overrides):
     targets = variable_map(model)
     if "final_logits_bias" not in tensors:  # a BartModel folder: zeros, as Hugging Face
         del targets["final_logits_bias"]
+    if config_overrides.get("source_encoder_layers") and not any(
+            key.startswith(SOURCE) for key in tensors):
+        for name in [n for n in targets if n.startswith(SOURCE)]:
+            del targets[name]  # initialised at random (`initialization.deferred`)
+        logger.info("%s: a new source encoder of %d layers in front of BART, initialised "
+                    "at random", source, config_overrides["source_encoder_layers"])
     rules = []
     for name, (var, transposed) in targets.items():
         hook = convert.transpose if transposed else convert.identity
@@ -160,5 +173,9 @@ def save(model, path, tokenizer=None) -> None:
 
 def save_hf(model, path, tokenizer=None) -> None:
     """A Hugging Face `BartForConditionalGeneration` folder that `transformers` loads."""
+    if model.source_encoder is not None:
+        raise ValueError("BartSeq2SeqLM with a source encoder (source_encoder_layers="
+                         f"{model.config.source_encoder_layers}): no Hugging Face model has "
+                         "one; save it as a kbert folder (format='kbert')")
     folders.write_hf_folder(path, model.config.to_reference_dict(), _tensors(model, "model."),
                             tokenizer)

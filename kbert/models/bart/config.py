@@ -24,6 +24,10 @@ class BartConfig(ModelConfig):
     the decoder starts from `</s>` (decoder_start_token_id); `forced_bos_token_id`
     (bart-large's 0): the first generated token is always `<s>`; `forced_eos_token_id`
     (2, transformers' default; None: off): a row's last allowed token is `</s>`.
+    `source_encoder_layers` (kbert's; 0: none): BART's translation mode (Lewis et al.,
+    2020, section 3.4), a new Transformer encoder of that many layers, with its own token
+    table and positions, whose output BART's encoder reads instead of its token vectors
+    (`BartSourceEncoder`; no Hugging Face model has one).
     """
 
     vocab_size: int = 50265
@@ -49,6 +53,7 @@ class BartConfig(ModelConfig):
     decoder_start_token_id: int = 2
     forced_bos_token_id: int | None = None
     forced_eos_token_id: int | None = 2  # transformers' default: </s> at the last step
+    source_encoder_layers: int = 0
 
     family: ClassVar[str] = "bart"
     reference_keys: ClassVar[tuple[str, ...]] = ("d_model",)
@@ -64,6 +69,9 @@ class BartConfig(ModelConfig):
     }
 
     def __post_init__(self):
+        if int(self.source_encoder_layers) < 0:
+            raise ValueError(f"BartConfig.source_encoder_layers={self.source_encoder_layers} "
+                             "is negative (0: no source encoder)")
         if self.hidden_act not in ("gelu", "gelu_tanh", "relu"):
             raise ValueError(f"BartConfig.hidden_act={self.hidden_act!r} is not supported; "
                              "use gelu, gelu_tanh or relu")

@@ -63,7 +63,7 @@ def _decoder_states(lm):
     inputs = {name: keras.Input(shape=(None,), dtype="int32", name=name)
               for name in ("token_ids", "padding_mask")}
     ids, mask = inputs["token_ids"], inputs["padding_mask"]
-    encoded = lm.encoder(lm.token_embedding(ids), mask)
+    encoded = lm.encoder(lm.embed_source(ids, mask), mask)
     decoder_ids, decoder_mask = DecoderInputs(c.decoder_start_token_id,
                                               name="decoder_inputs")(ids, mask)
     return inputs, lm.decoder(lm.token_embedding(decoder_ids), decoder_mask, encoded, mask)

@@ -14,6 +14,7 @@ generation loop pads prompts) read what right-padded ones do.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import keras
@@ -97,6 +98,41 @@ class BartStack(Seq2SeqStack):
 
 
 @keras.saving.register_keras_serializable(package="kbert")
+class BartSourceEncoder(keras.layers.Layer):
+    """BART's translation mode (Lewis et al., 2020, section 3.4): a new Transformer
+    encoder in front of BART, initialised at random, whose output stands in for the
+    source's token vectors (BART's encoder adds its positions and reads on). Its own
+    token table and a `BartStack` of `config.source_encoder_layers` blocks (BART's
+    widths); BART's tokenizer feeds it (byte-level BPE: any language's text)."""
+
+    def __init__(self, config: BartConfig | dict, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(config, dict):
+            config = BartConfig.from_dict(config)
+        c = self.config = config
+        self.token_embedding = TokenEmbedding(
+            c.vocab_size, c.hidden_size, embeddings_initializer=normal(c.initializer_range),
+            dtype=self.dtype_policy, name="token_embedding")
+        self.stack = BartStack(dataclasses.replace(c, encoder_layers=c.source_encoder_layers),
+                               dtype=self.dtype_policy, name="stack")
+
+    def build(self, input_shape, *args, **kwargs):
+        self.token_embedding.build(input_shape)
+        self.stack.build(tuple(input_shape) + (self.config.hidden_size,))
+        self.built = True
+
+    def call(self, token_ids, padding_mask, training=None):
+        return self.stack(self.token_embedding(token_ids), padding_mask, training=training)
+
+    def compute_output_spec(self, token_ids, *args, **kwargs):
+        return keras.KerasTensor(tuple(token_ids.shape) + (self.config.hidden_size,),
+                                 dtype=self.compute_dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "config": self.config.to_dict()}
+
+
+@keras.saving.register_keras_serializable(package="kbert")
 class FinalLogitsBias(keras.layers.Layer):
     """BART's `final_logits_bias` [V] added to the logits (zeros in the released
     models; a buffer, not trained, in Hugging Face's)."""
@@ -136,10 +172,25 @@ class BartSeq2SeqLM(Seq2SeqLM):
         stacks = (BartStack(c, decoder=False, dtype=dtype, name="encoder"),
                   BartStack(c, decoder=True, dtype=dtype, name="decoder"))
         final_bias = FinalLogitsBias(c.vocab_size, dtype=dtype, name="final_logits_bias")
+        source_encoder = BartSourceEncoder(c, dtype=dtype, name="source_encoder") \
+            if c.source_encoder_layers else None
         super().__init__(c, token_embedding, *stacks,
                          lambda decoded: final_bias(token_embedding(decoded, reverse=True)),
-                         **kwargs)
+                         source_encoder=source_encoder, **kwargs)
         self.final_logits_bias = final_bias
+
+    def stage_one_variables(self) -> list:
+        """What the first of the translation mode's two stages trains (BART's paper,
+        section 3.4): the new source encoder, BART's encoder positions and the input
+        projections (query, key, value) of its first encoder layer's self-attention."""
+        if self.source_encoder is None:
+            raise ValueError("BartSeq2SeqLM.stage_one_variables: the model has no source "
+                             "encoder (config.source_encoder_layers=0)")
+        attention = self.encoder.blocks[0].attention
+        return [*self.source_encoder.trainable_variables,
+                self.encoder.position_embedding.embeddings,
+                *(v for layer in (attention.query, attention.key, attention.value)
+                  for v in (layer.kernel, layer.bias))]
 
     def _logits(self, x):
         logits = self.final_logits_bias(self.token_embedding.logits(x))
