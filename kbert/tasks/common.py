@@ -120,12 +120,14 @@ def finish_adapters(model, args) -> None:
 
 def fit_and_finish(model, data, args, total_steps: int, steps_per_loop: int, *,
                    examples_per_step: int, tokens_per_step, steps_per_epoch: float,
-                   evaluation=None) -> dict:
+                   evaluation=None, checkpoint_dir: str | None = None) -> dict:
     """Every task's training tail: `training.fit`, old checkpoints pruned, the best
     weights restored (--eval_strategy), LoRA adapters saved and merged. Returns what the
     weights now in `model` are: {"epoch", "step"} (the best evaluation's, or the last
-    step's), for the results files."""
+    step's), for the results files. `checkpoint_dir` replaces OUTPUT_DIR/checkpoints."""
     options = fit_options(args)
+    if checkpoint_dir:
+        options["checkpoint_dir"] = checkpoint_dir
     training.fit(model, data, total_steps, steps_per_loop, **options,
                  examples_per_step=examples_per_step, tokens_per_step=tokens_per_step,
                  steps_per_epoch=steps_per_epoch, evaluation=evaluation)

@@ -154,14 +154,17 @@ def trim_batch(multiple: int):
 
 
 def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str,
-              evaluate=None, metrics=()):
+              evaluate=None, metrics=(), build_model=None, steps: int | None = None,
+              checkpoint_dir: str | None = None):
     """The --init_from encoder-decoder trained on the arrays `make_data(model) -> (x, y)`
     as the training flags say (batch, epochs, learning rate with warmup and linear
     decay, checkpoints, resumption), under the command's `runtime` (--strategy); batches trimmed of the padding
     all their rows share (`trim_batch`; --trim_padding's multiple, 32 where the command
     has no such flag; off on TPUs and with several workers). With --eval_strategy,
     `evaluate(model) -> {metric: value}` (one of `metrics`) picks the best weights
-    (`common.best_model`). Returns the model and {"epoch", "step"} of its weights."""
+    (`common.best_model`). `build_model()` gives the model (default: --init_from's),
+    `steps` replaces the epochs' steps, `checkpoint_dir` OUTPUT_DIR/checkpoints (a
+    stage of a longer run). Returns the model and {"epoch", "step"} of its weights."""
     from kbert.models.metrics import Perplexity, lm_loss
     from kbert.tasks.common import best_model, fit_and_finish, loop_steps, trim_multiple
 
@@ -169,9 +172,9 @@ def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str,
     loop = loop_steps(args, examples / batch, True) if evaluate is not None \
         else args.steps_per_loop
     total_steps, steps_per_loop = training.whole_loops(
-        training.train_steps(args, examples, batch), loop, args.steps_per_execution)
+        steps or training.train_steps(args, examples, batch), loop, args.steps_per_execution)
     model = runtime.build(
-        lambda: lm_class.from_pretrained(args.init_from),
+        build_model or (lambda: lm_class.from_pretrained(args.init_from)),
         lambda: training.create_optimizer(args.learning_rate, total_steps,
                                           int(total_steps * args.warmup_proportion)),
         {"logits": lm_loss(getattr(args, "label_smoothing_factor", 0.0))},
@@ -190,7 +193,8 @@ def fine_tune(args, runtime, lm_class, make_data, examples: int, log_name: str,
         model, data, args, total_steps, steps_per_loop, examples_per_step=batch,
         tokens_per_step=training.real_tokens_per_batch(
             x.get("encoder_padding_mask", x.get("padding_mask")), batch),
-        steps_per_epoch=examples / batch, evaluation=evaluation)
+        steps_per_epoch=examples / batch, evaluation=evaluation,
+        checkpoint_dir=checkpoint_dir)
     return model, trained
 
 

@@ -102,6 +102,15 @@ def _parser() -> argparse.ArgumentParser:
                        help="no training: prompt the --init_from model (GPT-2, T5) with K "
                             "solved --train_file pairs before each source (0: zero-shot), "
                             "as GPT-3; prompts in OUTPUT_DIR/prompts.json")
+    model.add_argument("--bart_source_encoder", type=int, default=0, metavar="LAYERS",
+                       help="BART's translation mode (its paper, section 3.4): a new "
+                            "encoder of LAYERS layers, initialised at random, in front of "
+                            "the --init_from BART; stage one (the epochs) trains only it, "
+                            "BART's encoder positions and its first layer's self-attention "
+                            "input projections, stage two all weights")
+    model.add_argument("--bart_stage_two_steps", type=int, default=0, metavar="STEPS",
+                       help="with --bart_source_encoder: the second stage's steps (all "
+                            "weights trained; its own warmup and decay; 0: none)")
     train = p.add_argument_group("training (run_summarization.py defaults)")
     add_training_flags(train, learning_rate=5e-5, epochs=3.0, output_dir="runs/seq2seq",
                        export_help="also export the `generate` SavedModel (text in, text "
@@ -154,6 +163,7 @@ def main(argv=None) -> int:
         check_model_flag(args)
         if args.init_from:  # the family generates text (its tokenizer lists seq2seq)
             check_task_support(args, "seq2seq")
+        _check_source_encoder(args)
         if args.metric is None:
             args.metric = _default_metric(args)
         check_quantize_flag(args)
@@ -181,6 +191,43 @@ def main(argv=None) -> int:
         print(f"seq2seq: trained, nothing to score (give --validation_file); the model is "
               f"in {args.output_dir}/model")
     return 0
+
+
+def _check_source_encoder(args) -> None:
+    """--bart_source_encoder and --bart_stage_two_steps: a BART folder, training."""
+    from kbert.cli import UsageError
+    from kbert.tasks.common import model_family
+
+    if args.bart_stage_two_steps < 0:
+        raise UsageError(f"--bart_stage_two_steps {args.bart_stage_two_steps}: must be 0 or "
+                         "more")
+    if args.bart_source_encoder < 0:
+        raise UsageError(f"--bart_source_encoder {args.bart_source_encoder}: the new "
+                         "encoder's layers, at least 1 (0: none)")
+    if not args.bart_source_encoder:
+        if args.bart_stage_two_steps:
+            raise UsageError("--bart_stage_two_steps: the second stage of "
+                             "--bart_source_encoder; give that too")
+        return
+    if args.shots is not None or not (args.train_file or args.tfds and args.do_train):
+        raise UsageError("--bart_source_encoder: trains a new encoder; give --train_file "
+                         "(or --tfds with --do_train), not --shots")
+    from kbert.models import registry
+
+    able = [f.name for f in registry.all_families() if _has_source_encoder(f)]
+    family = registry.get_family(model_family(args))
+    if not _has_source_encoder(family):
+        raise UsageError(f"--bart_source_encoder: a mode of {', '.join(able)} folders; "
+                         f"--init_from {args.init_from} holds a {family.name} model")
+    if getattr(args, "eval_strategy", "no") != "no" and not args.bart_stage_two_steps:
+        raise UsageError(f"--eval_strategy {args.eval_strategy}: evaluates during "
+                         "--bart_source_encoder's second stage; give --bart_stage_two_steps")
+
+
+def _has_source_encoder(family) -> bool:
+    """The family's models take a new source encoder (their config has
+    `source_encoder_layers`: BART's translation mode)."""
+    return "source_encoder_layers" in family.config_class.field_names()
 
 
 def _default_metric(args) -> str:

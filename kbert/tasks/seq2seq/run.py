@@ -121,7 +121,10 @@ def run(args) -> dict:
     from kbert.tasks.text_to_text import (decode_outputs, export, features, fine_tune,
                                           generate_outputs)
 
-    runtime = training.Runtime.from_flags(args)
+    import keras
+
+    runtime = training.Runtime.from_flags(args)  # first: it may configure the runtime
+    keras.utils.set_random_seed(args.seed)  # dropout and new weights, as the other tasks
     train, dev, test = read_data(args)  # every file read and checked before the model
     model_dir = os.path.join(args.output_dir, "model")
     family = run_family(args, trained=model_dir)
@@ -176,8 +179,14 @@ def run(args) -> dict:
             return features(lm, tokenizer, sources, targets, args.max_source_length,
                             args.max_target_length)
 
-        model, trained = fine_tune(args, runtime, lm_class, make_data, len(train), "seq2seq",
-                                   evaluate, metrics)
+        if getattr(args, "bart_source_encoder", 0):
+            from kbert.tasks.seq2seq.source_encoder import fine_tune_two_stages
+
+            model, trained = fine_tune_two_stages(args, runtime, lm_class, make_data,
+                                                  len(train), evaluate, metrics)
+        else:
+            model, trained = fine_tune(args, runtime, lm_class, make_data, len(train),
+                                       "seq2seq", evaluate, metrics)
         model.save_pretrained(model_dir, tokenizer=tokenizer)
         save_decoding_settings(model_dir, args, {**settings, "max_new_tokens": max_new},
                                [tokenizer.end_token_id] if decoder_only else ())
