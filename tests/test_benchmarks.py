@@ -47,3 +47,23 @@ def test_pretraining_model_flops_count_the_pretrainers_parameters():
     # next-sentence head (once a row).
     base = kbert.BertConfig.preset("base")
     assert round(model_flops_per_step(base, 1, 128, 20) / 128 / 1e6, 1) == 547.1
+
+
+def test_int8_kernel_ways_compute_the_float_layer():
+    """bench_int8_kernels' three ways are the same layer: Keras' int8 `Dense` and
+    oneDNN's `QuantizedMatMulWithBiasAndDequantize` with the MIN_FIRST offset compensated
+    stay within 5% (of the largest output) of float32's `x @ w + b`; without the
+    compensation the oneDNN product is off by far more (the offset times the weights'
+    column sums)."""
+    import tensorflow as tf
+
+    from bench_int8_kernels import ways
+
+    fns = ways(96, 40)
+    x = tf.constant(np.random.default_rng(3).normal(0, 1, (5, 96)).astype("float32"))
+    want = fns["float32"](x).numpy()
+    for name in ("keras int8", "oneDNN int8"):
+        error = np.abs(fns[name](x).numpy() - want).max() / np.abs(want).max()
+        assert error < 0.05, (name, error)
+    plain = ways(96, 40, compensate=False)["oneDNN int8"](x).numpy()
+    assert np.abs(plain - want).max() / np.abs(want).max() > 0.2
