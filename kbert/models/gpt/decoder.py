@@ -93,7 +93,9 @@ class GPTDecoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretraine
     def with_vocab_size(self, vocab_size: int, seed: int | None = None) -> "GPTDecoder":
         """A decoder with the same weights and `vocab_size` token embeddings: the rows
         this one has, then new rows drawn from normal(0, initializer_range), as the
-        GPT paper adds its fine-tuning tokens (start, delimiter, extract)."""
+        GPT paper adds its fine-tuning tokens (start, delimiter, extract). The draw is
+        NumPy's `default_rng(seed)`, or with `seed=None` NumPy's global state, which
+        `keras.utils.set_random_seed` (the task commands' --seed) seeds."""
         import dataclasses
 
         import numpy as np
@@ -105,7 +107,7 @@ class GPTDecoder(Backbone, Quantizable, keras.Model, TransformerSizes, Pretraine
             return self
         config = dataclasses.replace(self.config, vocab_size=vocab_size)
         bigger = GPTDecoder(config, dtype=self.dtype_policy, name=self.name)
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(seed) if seed is not None else np.random
         table = self.token_embedding.embeddings.numpy()
         extra = rng.normal(0.0, self.config.initializer_range,
                            (vocab_size - old, table.shape[1])).astype(table.dtype)
