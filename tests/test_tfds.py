@@ -229,7 +229,8 @@ def test_an_offline_command_is_one_line_and_leaves_no_trace(tmp_path, monkeypatc
 
 def test_seq2seq_reads_tfds_summaries_and_fails_offline_in_one_line(tmp_path, monkeypatch):
     """`python -m kbert.tasks.seq2seq --tfds cnn_dailymail`: the split's `article` and
-    `highlights` as source and target (TFDS's mock serving rows of its features); with
+    `highlights` as source and target (TFDS's mock serving rows of its features), and
+    `--tfds wmt14_translate/de-en` the language features --source_lang/--target_lang name; with
     no network and no prepared copy, one error line naming the dataset and the data
     directory, and nothing left there."""
     from types import SimpleNamespace
@@ -251,6 +252,20 @@ def test_seq2seq_reads_tfds_summaries_and_fails_offline_in_one_line(tmp_path, mo
         ("A long text about cats.", "Cats.", 1), ("Dogs bark at night.\nThey do.",
                                                   "Dogs bark.", 2)]
     assert [p.source for p in dev] == [r["article"] for r in rows] and test == []
+    # a translation dataset: its language features, named by --source_lang/--target_lang
+    pairs = [{"de": "Die Katze schläft.", "en": "The cat sleeps."},
+             {"de": "Der Hund bellt.", "en": "The dog barks."}]
+    signature = {k: tf.TensorSpec([], tf.string) for k in pairs[0]}
+    with tfds.testing.mock_data(as_dataset_fn=lambda *a, **k: _dataset(
+            [{k: v.encode() for k, v in r.items()} for r in pairs], signature)):
+        args = SimpleNamespace(tfds="wmt14_translate/de-en", source_lang="de",
+                               target_lang="en", tfds_data_dir=None, do_train=False,
+                               do_predict=True, shots=None)
+        train, dev, test = read_data(args)
+    assert train == [] and [(p.source, p.target) for p in dev] == [
+        ("Die Katze schläft.", "The cat sleeps."), ("Der Hund bellt.", "The dog barks.")]
+    assert [(p.path, p.line) for p in test] == [("wmt14_translate/de-en:test", 1),
+                                               ("wmt14_translate/de-en:test", 2)]
 
     def offline(self, *args, **kwargs):
         raise ConnectionError("no network (test)")
