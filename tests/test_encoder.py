@@ -73,6 +73,58 @@ def test_gelu_gradient_is_phi_plus_x_pdf():
     np.testing.assert_array_equal(gelu(x).numpy(), keras.ops.gelu(x, approximate=False).numpy())
 
 
+def test_gelu_takes_tf_nn_gelu_when_no_tape_records_and_the_product_fuses_it():
+    """Under a tape `gelu` is the custom-gradient function (its `IdentityN` in the
+    graph); with none it is `tf.nn.gelu`, the same values, which grappler fuses into the
+    product before it in a plain graph (#51 item 3): kbert's `Dense` with `gelu` runs
+    as one fused product, no separate erfc, matmul or bias addition."""
+    import tensorflow as tf
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2)
+
+    from kbert.layers.dense import Dense
+
+    x = tf.constant(np.linspace(-8, 8, 161).astype("float32"))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        taped = gelu(x)
+    np.testing.assert_array_equal(taped.numpy(), gelu(x).numpy())
+    graphs = {}
+    for name, under_tape in (("taped", True), ("plain", False)):
+        def fn(t, under_tape=under_tape):
+            if not under_tape:
+                return gelu(t)
+            with tf.GradientTape() as inner:
+                inner.watch(t)
+                return gelu(t)
+        graphs[name] = {n.op for n in tf.function(fn).get_concrete_function(
+            tf.TensorSpec([None], tf.float32)).graph.as_graph_def().node}
+    assert "IdentityN" in graphs["taped"] and "IdentityN" not in graphs["plain"], graphs
+
+    keras.utils.set_random_seed(0)
+    layer = Dense(64, activation=gelu)
+    h = tf.random.normal([2, 5, 16])
+    layer.build(h.shape)
+    layer.bias.assign(tf.random.normal([64]))  # a zero bias is folded away
+    frozen = convert_variables_to_constants_v2(
+        tf.function(lambda t: layer(t)).get_concrete_function(h))
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(frozen.graph.as_graph_def(), name="")
+    meta = tf.compat.v1.RunMetadata()
+    with tf.compat.v1.Session(graph=graph) as session:  # grappler runs, as in TF Serving
+        out = session.run(frozen.outputs[0].name, {frozen.inputs[0].name: h.numpy()},
+                          options=tf.compat.v1.RunOptions(
+                              trace_level=config_pb2.RunOptions.FULL_TRACE),
+                          run_metadata=meta)
+    ran = {s.timeline_label.split(" = ")[1].split("(")[0] for d in meta.step_stats.dev_stats
+           for s in d.node_stats if " = " in s.timeline_label}
+    assert not ran & {"Erfc", "Erf", "MatMul", "BiasAdd"}, ran  # all in the fused product
+    assert any("FusedMatMul" in op for op in ran), ran
+    np.testing.assert_allclose(out, keras.layers.Dense.call(layer, h).numpy(), atol=2e-5)
+
+
 def _numpy_bert(encoder, inputs):
     """A plain NumPy forward pass of BERT from the encoder's weights (the reference math)."""
     from scipy.special import erf

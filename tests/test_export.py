@@ -231,6 +231,54 @@ def test_classifier_export_matches_python(classifier_exports, pair):
                                atol=1e-5)
 
 
+class _LengthProbe(keras.Model):
+    """A stand-in classifier whose logits [0, log L] tell the length L it runs at:
+    label 1's probability over label 0's is L."""
+
+    def call(self, inputs, training=False):
+        ids = inputs["token_ids"]
+        length = tf.cast(tf.shape(ids)[1], tf.float32)
+        return tf.stack([tf.zeros(tf.shape(ids)[:1]),
+                         tf.fill(tf.shape(ids)[:1], tf.math.log(length))], axis=-1)
+
+
+@pytest.mark.subprocess
+def test_a_request_runs_at_its_longest_text_rounded_up_not_at_seq_length(
+        classifier_exports, sample_and_tokenizer, tmp_path):
+    """#51 item 3: the classifier export pads a request to its longest text rounded up to
+    `trim_padding` (8) tokens, at most seq_length, through TF Serving's C++ loader; with
+    trim_padding=0 to seq_length. The tiny classifier answers the same either way."""
+    _, tokenizer = sample_and_tokenizer
+    short, medium = "hello", "a long sentence that goes on " * 2
+    long = medium * 15
+    lengths = [int(tokenizer([t], seq_length=48)["padding_mask"][0].numpy().sum())
+               for t in (short, medium)]
+    assert lengths[0] <= 8 < lengths[1] <= 16, lengths
+    requests = [{"text": [short]}, {"text": [short, medium]}, {"text": [medium, long]}]
+    ran_at = {}
+    for trim in (8, 0):
+        path = str(tmp_path / f"probe_{trim}" / "1")
+        with keep_served(also=requests):
+            export_classifier(_LengthProbe(name="length_probe"), tokenizer, path, ["a", "b"],
+                              seq_length=48, trim_padding=trim)
+            served = served_results(path, requests)
+        ran_at[trim] = [sorted({round(p[1] / p[0]) for p in np.reshape(
+            r["probabilities"]["value"], r["probabilities"]["shape"])}) for r in served]
+    assert ran_at == {8: [[8], [16], [48]], 0: [[48], [48], [48]]}
+    # A real (tiny) classifier: the trimmed export's answers equal the untrimmed one's
+    # (the fixture's export trims, by default).
+    model, trimmed, _, _ = classifier_exports[False]
+    request = {"text": [short, medium, HARD_TEXTS[0], HARD_TEXTS[3]]}
+    path = str(tmp_path / "clf_0" / "1")
+    with keep_served(also=[request]):
+        export_classifier(model, tokenizer, path, LABELS, seq_length=48, trim_padding=0)
+        answers = {0: served_results(path, [request])[0]}
+    answers[8] = served_results(str(trimmed), [request])[0]
+    np.testing.assert_allclose(answers[8]["probabilities"]["value"],
+                               answers[0]["probabilities"]["value"], rtol=1e-5, atol=1e-6)
+    assert answers[8]["label"]["value"] == answers[0]["label"]["value"]
+
+
 def _example(**features) -> dict:
     """A serialized tf.Example with bytes features, as TF Serving's REST API carries
     bytes: {"b64": ...}."""

@@ -18,10 +18,12 @@ from kbert.export.base import (CLASSIFY_METHOD, REGRESS_METHOD, SAMPLE_QUESTIONS
                                SAMPLE_TEXTS, ServingModule, check_seq_length,
                                float_output, save_export)
 from kbert.export.squad_graph import squad_answers, squad_windows
+from kbert.training.distribute import trim_padding as trim_inputs
 
 
 def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=None, *,
                       pair: bool = False, seq_length: int = 128, regression: bool = False,
+                      trim_padding: int = 8,
                       serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
                       max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a sentence (or sentence-pair) classifier or regressor.
@@ -31,6 +33,10 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
             with "logits"); for `regression`, -> [batch] or [batch, 1] (or "score").
         labels: label names, in logit order (classification).
         pair: the signature takes `text` and `text_b`.
+        trim_padding: a request's texts run padded to the longest of them rounded up
+            to a multiple of this (at most `seq_length`; `kbert.training.trim_padding`),
+            not to `seq_length`: the model's time grows with the length it runs at.
+            The answers are the same (padding is masked); 0 pads to `seq_length`.
 
     Signature `serving_default`: `text` (+ `text_b`) tf.string [batch] ->
     `probabilities` float32 [batch, n], `label` tf.string [batch], `label_id` int64
@@ -58,6 +64,8 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
             with tf.control_dependencies([same]):
                 text, text_b = tf.identity(text), tf.identity(text_b)
         inputs = tokenizer(text, text_b, seq_length=seq_length)
+        if trim_padding and "padding_mask" in inputs:
+            inputs = trim_inputs(inputs, trim_padding)
         if regression:
             score = float_output(model, inputs, "score")
             return {"score": tf.reshape(score, [-1])}

@@ -14,6 +14,7 @@ import contextlib
 import threading
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from kbert import internals
@@ -40,12 +41,31 @@ class Dense(keras.layers.Dense):
     docstring for `separate_bias_add`."""
 
     def call(self, inputs, training=None):
-        if (not getattr(_state, "on", False) or self.bias is None
-                or self.quantization_mode is not None):
+        if self.quantization_mode is not None or self.lora_enabled:
+            return super().call(inputs, training=training)
+        if not getattr(_state, "on", False):
+            return self._flat_call(inputs)
+        if self.bias is None:
             return super().call(inputs, training=training)
         x = internals.optimization_barrier(ops.matmul(inputs, self.kernel))
         x = ops.add(x, self.bias)
         return x if self.activation is None else self.activation(x)
+
+    def _flat_call(self, inputs):
+        """The product on [rows, in] with the bias added by `BiasAdd` right after it:
+        the pattern TensorFlow's grappler fuses into one oneDNN product (`_FusedMatMul`
+        with its bias and activation) when the graph is run plainly."""
+        x = inputs
+        if len(inputs.shape) != 2:
+            x = ops.reshape(inputs, (-1, ops.shape(inputs)[-1]))
+        x = tf.matmul(x, self.kernel)
+        if self.bias is not None:
+            x = tf.nn.bias_add(x, self.bias)
+        if self.activation is not None:
+            x = self.activation(x)
+        if len(inputs.shape) != 2:
+            x = ops.reshape(x, tuple(ops.shape(inputs)[:-1]) + (self.units,))
+        return x
 
     def quantize(self, mode=None, type_check=True, config=None):
         """Keras' own quantization of `Dense` (int8, int4, float8, ...): kbert's `Dense`
