@@ -527,7 +527,18 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer, capsys):
         "--model_dir", tmp_path / "run", "--task", "classifier", "--export_dir", export_dir,
         "--serving_version", "2.19"], capsys)
     assert code == 0, stderr[-3000:]
-    assert "OK: 6 warmup requests answered" in stdout
+    # Every signature is warmed (#51 item 5): serving_default's six requests, then a
+    # Classify request of tf.Examples and a token_ids request, all through both loaders.
+    assert "OK: 8 warmup requests answered" in stdout
+    from kbert.export.warmup import read_warmup_requests
+
+    warm = read_warmup_requests(str(export_dir), with_signatures=True)
+    assert [name for name, _ in warm] == ["serving_default"] * 6 + ["classify", "token_ids"]
+    assert len(warm[6][1]["inputs"]) == len(warm[5][1]["text"])  # the batch, as Examples
+    assert tf.train.Example.FromString(warm[6][1]["inputs"][0]).features.feature[
+        "text"].bytes_list.value == [warm[5][1]["text"][0]]
+    assert set(warm[7][1]) == {"token_ids", "segment_ids", "padding_mask"}
+    assert "warmup request (classify), batch 5" in stdout
     # A check checks: no batching file unless asked for (#50: it always wrote one).
     assert not (tmp_path / "base" / "mymodel" / "batching_parameters.txt").exists()
     # The ops are checked against 2.19's own registry (read from its wheel), with no
@@ -586,7 +597,7 @@ def test_warmup_requests_and_cli(tmp_path, sample_and_tokenizer, capsys):
     out = run_c_loader(str(export_dir), [{"text": ["é 北京 🙂", ""]}])["results"][0]
     assert out["label"]["value"][0] in ("no", "yes") and out["label"]["shape"] == [2]
     requests = read_warmup_requests(str(export_dir))
-    assert len(requests) == 6 and set(requests[0]) == {"text"}
+    assert len(requests) == 8 and set(requests[0]) == {"text"}
     from tensorflow_serving.apis import prediction_log_pb2
 
     record = next(iter(tf.data.TFRecordDataset(

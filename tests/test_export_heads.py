@@ -69,7 +69,8 @@ def test_each_head_answers_as_its_own_export_with_one_encoder(folders, tmp_path,
         got = served_results(str(tmp_path / "text" / "1"), [{"text": TEXTS}] * 3, heads)
     monkeypatch.undo()
     multi = tmp_path / "text" / "1"
-    assert "OK: 12 warmup requests answered" in capsys.readouterr().out
+    # Every signature of each head warmed: 6 + classify + token_ids, 6 + token_ids.
+    assert "OK: 15 warmup requests answered" in capsys.readouterr().out
     # Both signatures' warmup requests after one load by TF Serving's C++ loader (before
     # the export is moved into place) and one by tf.saved_model.load; the check after
     # the export compares the two, without loading it in the C++ loader again.

@@ -131,7 +131,12 @@ def test_generate_export_answers_as_the_model_in_a_fresh_process(greedy_export,
                  "max_request_bytes": 1048576}}
     kbert.export.check_ops(export_dir, "2.21")  # raises naming a missing op
     # (`check` ran the warmup requests in both loaders, in fresh processes with nothing
-    # of kbert, keras, torch or transformers imported.)
+    # of kbert, keras, torch or transformers imported.) Every signature has its records
+    # (#51 item 5): TF Serving replays them at load, not at a signature's first request.
+    warm = kbert.export.read_warmup_requests(export_dir, with_signatures=True)
+    assert [name for name, _ in warm] == ["serving_default"] * 6 + ["generate", "token_ids"]
+    assert warm[6][1]["num_beams"] == [1, 1] and warm[6][1]["max_new_tokens"] == [2, 2]
+    assert set(warm[7][1]) == {"token_ids", "padding_mask"}
     want = [text[len(prompt):] for prompt, text in
             zip(PROMPTS, lm.generate(PROMPTS, max_new_tokens=12))]
     singles = [r["text"]["value"][0] for r in served[:5]]

@@ -409,7 +409,7 @@ def test_export_cli_on_the_ner_run_folder(finetuned, tmp_path, capsys):
         "--serving_version", "2.19"], capsys)
     assert code == 0, stderr[-3000:]
     assert "output entity_text: string [None, None]" in stdout
-    assert "OK: 6 warmup requests answered" in stdout
+    assert "OK: 7 warmup requests answered" in stdout  # 6 texts, and token_ids
     # The run's own --export_dir (written in the training process): the same variables,
     # no optimizer slots (it carried Adam's before).
     from tests.conftest import assert_same_served_variables

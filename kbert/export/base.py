@@ -149,8 +149,8 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
                 serving_version: str, extra_files: dict[str, str] | None = None,
                 extra_signatures: dict | None = None,
                 method_names: dict[str, str] | None = None, raw_outputs=None,
-                raw_input_names=None, max_request_bytes: int = guards.MAX_REQUEST_BYTES
-                ) -> str:
+                raw_input_names=None, max_request_bytes: int = guards.MAX_REQUEST_BYTES,
+                extra_warmup: list[tuple[str, dict]] = ()) -> str:
     """tf.saved_model.save + warmup requests (+ `extra_files`, name -> text, in
     `assets.extra/`) + op check + the warmup requests replayed through TF Serving's C++
     loader, atomically: a failed check or replay leaves no export behind.
@@ -161,16 +161,24 @@ def save_export(module: ServingModule, signature, export_dir: str, warmup: list[
     signature (`token_ids_signature`) whose inputs are `raw_input_names` (default: the
     tokenizer's keys for one text). Every signature is guarded (`kbert.export.guards`:
     input ranks, empty batches, at most `max_request_bytes` of text per request, which
-    `assets.extra/kbert_limits.json` records)."""
+    `assets.extra/kbert_limits.json` records). `warmup`: serving_default's warmup
+    requests; `extra_warmup`: (signature name, request) pairs of the other signatures
+    (`token_ids` gets one here, from the tokenizer): TF Serving replays them all at load,
+    so that no signature's first request pays for optimizing its graph."""
     export_dir = os.fspath(export_dir)
+    extra_warmup = list(extra_warmup)
     if raw_outputs is not None:
         extra_signatures = {**(extra_signatures or {}), "token_ids": token_ids_signature(
             module.tokenizer, raw_outputs, raw_input_names)}
+        ids = token_ids_request(module.tokenizer, raw_input_names)
+        if ids is not None:
+            extra_warmup.append(("token_ids", ids))
     functions = {"serving_default": signature, **(extra_signatures or {})}
     limits = {"max_request_bytes": int(max_request_bytes)}
     parts = ExportParts(module, {name: guards.guard(function, max_request_bytes)
                                  for name, function in functions.items()},
-                        [("serving_default", request) for request in warmup],
+                        [("serving_default", request) for request in warmup]
+                        + extra_warmup,
                         dict(method_names or {}),
                         {**(extra_files or {}),
                          guards.LIMITS_FILE: json.dumps(limits, indent=2) + "\n"})
@@ -202,8 +210,12 @@ def write_export(modules: list[ServingModule], signatures: dict, export_dir: str
         finally:
             for module in modules:
                 module.remove_temporary_files()
+        from kbert.export.check import signatures as saved_signatures
+
+        dtypes = {name: {k: dtype for k, (dtype, _) in sig["inputs"].items()}
+                  for name, sig in saved_signatures(tmp).items()}
         write_warmup_requests(tmp, model_name(export_dir), [r for _, r in warmup],
-                              [name for name, _ in warmup])
+                              [name for name, _ in warmup], dtypes)
         for name, text in (extra_files or {}).items():
             os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
             with open(os.path.join(tmp, "assets.extra", name), "w", encoding="utf-8") as f:
@@ -264,6 +276,22 @@ def set_method_names(export_dir: str, method_names: dict[str, str]) -> None:
             meta.signature_def[name].method_name = method
     with open(path, "wb") as f:
         f.write(sm.SerializeToString())
+
+
+def token_ids_request(tokenizer, names=None) -> dict | None:
+    """A `token_ids` request for the warmup file: two sample texts as the tokenizer
+    packs them to 8 tokens (within any model's positions; pairs where `names` needs the
+    pair's keys), the inputs `names` (default: the tokenizer's keys); None where the
+    tokenizer does not make them all."""
+    for texts_b in (None, list(SAMPLE_TEXTS[2:4])):
+        try:
+            packed = tokenizer(list(SAMPLE_TEXTS[:2]), texts_b, seq_length=8)
+        except (TypeError, ValueError):  # a tokenizer of single texts
+            continue
+        wanted = sorted(names if names is not None else packed)
+        if all(isinstance(packed.get(name), tf.Tensor) for name in wanted):
+            return {name: packed[name].numpy().tolist() for name in wanted}
+    return None
 
 
 def token_ids_signature(tokenizer, raw_outputs, names=None):

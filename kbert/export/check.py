@@ -11,6 +11,7 @@ two must give the same answers.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import contextvars
 import json
@@ -109,8 +110,21 @@ def keep_served(also: list = ()) -> Iterator[None]:
 
 
 def _plain(request: dict) -> dict:
-    """`request` as JSON gives it back (lists, no tuples), for comparisons."""
-    return json.loads(json.dumps(request))
+    """`request` as JSON gives it back (lists, no tuples), every string as the
+    {"b64": ...} of its bytes (text and {"b64": ...} of the same bytes are the same
+    request), for comparisons."""
+    def canonical(value):
+        if isinstance(value, (list, tuple)):
+            return [canonical(v) for v in value]
+        if isinstance(value, dict) and set(value) == {"b64"}:
+            value = base64.b64decode(value["b64"])
+        if isinstance(value, str):
+            value = value.encode("utf-8")
+        if isinstance(value, bytes):
+            return {"b64": base64.b64encode(value).decode("ascii")}
+        return value
+
+    return json.loads(json.dumps({k: canonical(v) for k, v in request.items()}))
 
 
 def also_served() -> list[tuple[str, dict]]:
@@ -503,6 +517,19 @@ def signatures(export_dir: str) -> dict:
             if not name.startswith("__")}
 
 
+def request_values(values):
+    """A warmup input as the loaders take it: text for UTF-8 bytes, {"b64": ...} for
+    other bytes (serialized tf.Examples), numbers as they are."""
+    if isinstance(values, list):
+        return [request_values(v) for v in values]
+    if isinstance(values, bytes):
+        try:
+            return values.decode("utf-8")
+        except UnicodeDecodeError:
+            return {"b64": base64.b64encode(values).decode("ascii")}
+    return values
+
+
 def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
           out=print, verbose: bool = False) -> bool:
     """Prints the report (every op type with `verbose`, else the missing ones); returns
@@ -535,7 +562,7 @@ def check(export_dir: str, serving_version: str = ops_lib.DEFAULT_SERVING_VERSIO
             f"{', '.join(missing)} (used by {export_dir})"
             f"{ops_lib.reexport_hint(missing, serving_version)}")
     try:
-        requests = [(name, {k: [v.decode("utf-8") for v in vals] for k, vals in r.items()})
+        requests = [(name, {k: request_values(vals) for k, vals in r.items()})
                     for name, r in read_warmup_requests(export_dir, with_signatures=True)]
     except FileNotFoundError as e:
         out(f"  ERROR: {e}")

@@ -225,11 +225,21 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         generation.BeamSearch(None, float(length_penalty), early_stopping))
     logger.info("generate export %s: %s", export_dir, caps_line(caps))
     warmup = [{"prompt": [t]} for t in SAMPLE_TEXTS] + [{"prompt": SAMPLE_TEXTS}]
+    # The other signatures' warmup: two prompts, greedy, two new tokens; their ids.
+    prompts = list(SAMPLE_TEXTS[:2])
+    per_request = {"prompt": prompts, "max_new_tokens": [min(2, caps["max_new_tokens"])] * 2,
+                   "temperature": [0.0] * 2, "top_k": [0] * 2, "top_p": [1.0] * 2,
+                   "seed": [0] * 2, "repetition_penalty": [1.0] * 2,
+                   "no_repeat_ngram_size": [0] * 2, "min_new_tokens": [0] * 2,
+                   "num_beams": [1] * 2}
+    _, dense, mask, _ = prepare(tf.constant(prompts))
+    ids = {"token_ids": dense.numpy().tolist(), "padding_mask": mask.numpy().tolist()}
     return save_export(module, serve, export_dir, warmup, serving_version,
                        max_request_bytes=max_request_bytes,
                        extra_files={SETTINGS_FILE: json.dumps(settings, indent=2,
                                                               sort_keys=True)},
-                       extra_signatures={"generate": generate, "token_ids": token_ids})
+                       extra_signatures={"generate": generate, "token_ids": token_ids},
+                       extra_warmup=[("generate", per_request), ("token_ids", ids)])
 
 
 def _prompt_preparation(lm, tokenizer, max_new_tokens: int, suffix_ids=()):

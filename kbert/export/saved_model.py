@@ -91,13 +91,27 @@ def export_classifier(model: keras.Model, tokenizer, export_dir: str, labels=Non
     name, method = ("regress", REGRESS_METHOD) if regression else ("classify",
                                                                    CLASSIFY_METHOD)
     output = "score" if regression else "logits"
+    examples = _examples_request(warmup[-1])
     return save_export(module, signature, export_dir, warmup, serving_version,
                        max_request_bytes=max_request_bytes,
+                       extra_warmup=[(name, examples)],
                        extra_signatures={name: from_examples},
                        method_names={name: method},
                        raw_outputs=lambda x: {output: float_output(model, x, output)},
                        raw_input_names=list(tokenizer(["a"], ["b"] if pair else None,
                                                       seq_length=seq_length)))
+
+
+def _examples_request(request: dict) -> dict:
+    """The Classify / Regress signature's request for the texts of a serving_default
+    request: their serialized tf.Examples, as {"b64": ...} values."""
+    import base64
+
+    rows = zip(*request.values())
+    examples = [tf.train.Example(features=tf.train.Features(feature={
+        name: tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode("utf-8")]))
+        for name, text in zip(request, row)})).SerializeToString() for row in rows]
+    return {"inputs": [{"b64": base64.b64encode(e).decode("ascii")} for e in examples]}
 
 
 def _example_signature(serve, pair: bool, regression: bool, module):

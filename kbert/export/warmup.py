@@ -11,10 +11,42 @@ WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_RECORDS = 1000  # TF Serving reads at most this many
 
 
+def _tensor_proto(values, dtype: str | None):
+    """A request input's TensorProto: strings (text, or {"b64": ...} for bytes, as TF
+    Serving's REST API carries them: serialized tf.Examples) or numbers (nested lists)
+    of `dtype` (the signature's; without one, int32 for integers, float32 else)."""
+    import base64
+
+    import numpy as np
+
+    def first(v):
+        return first(v[0]) if isinstance(v, list) and v else v
+
+    leaf = first(values)
+    if dtype == "string" or isinstance(leaf, (str, bytes, dict)):
+        def as_bytes(v):
+            if isinstance(v, list):
+                return [as_bytes(x) for x in v]
+            if isinstance(v, dict):
+                return base64.b64decode(v["b64"])
+            return v.encode("utf-8") if isinstance(v, str) else v
+
+        return tf.make_tensor_proto(as_bytes(values), tf.string)
+    if dtype is None:
+        dtype = "int32" if all(float(x).is_integer() for x in np.ravel(values)) else "float32"
+    return tf.make_tensor_proto(np.asarray(values, dtype=tf.as_dtype(dtype).as_numpy_dtype))
+
+
 def write_warmup_requests(export_dir: str, model_name: str, requests: list[dict],
-                          signatures: list[str] | None = None) -> str:
-    """Writes one PredictRequest per dict (input name -> list of str) to `export_dir`,
-    each for `serving_default` or for the signature of the same index in `signatures`."""
+                          signatures: list[str] | None = None,
+                          dtypes: dict | None = None) -> str:
+    """Writes one PredictRequest per dict (input name -> list of values: strings, or
+    {"b64": ...} for bytes, or numbers, nested for a [batch, ...] input) to
+    `export_dir`, each for `serving_default` or for the signature of the same index in
+    `signatures`; `dtypes`: signature -> input -> dtype name, for numeric inputs (the
+    SignatureDef's). TF Serving replays every record at load, through Predict (which
+    runs any signature): each signature's graph is optimized then, not at its first
+    request."""
     from tensorflow_serving.apis import predict_pb2, prediction_log_pb2
 
     if len(requests) > MAX_RECORDS:
@@ -26,11 +58,11 @@ def write_warmup_requests(export_dir: str, model_name: str, requests: list[dict]
         for i, inputs in enumerate(requests):
             request = predict_pb2.PredictRequest()
             request.model_spec.name = model_name
-            request.model_spec.signature_name = (signatures[i] if signatures
-                                                 else "serving_default")
+            name = signatures[i] if signatures else "serving_default"
+            request.model_spec.signature_name = name
             for key, values in inputs.items():
                 request.inputs[key].CopyFrom(
-                    tf.make_tensor_proto([v.encode("utf-8") for v in values], tf.string))
+                    _tensor_proto(values, (dtypes or {}).get(name, {}).get(key)))
             log = prediction_log_pb2.PredictionLog(
                 predict_log=prediction_log_pb2.PredictLog(request=request))
             writer.write(log.SerializeToString())
@@ -38,8 +70,9 @@ def write_warmup_requests(export_dir: str, model_name: str, requests: list[dict]
 
 
 def read_warmup_requests(export_dir: str, with_signatures: bool = False) -> list:
-    """The warmup requests of an export: input name -> list of bytes, per request (with
-    `with_signatures`, (signature name, that dict) pairs)."""
+    """The warmup requests of an export: input name -> list of bytes (a string input) or
+    (nested) list of numbers, per request (with `with_signatures`, (signature name, that
+    dict) pairs)."""
     from tensorflow_serving.apis import prediction_log_pb2
 
     path = os.path.join(export_dir, WARMUP_FILE)
@@ -49,8 +82,7 @@ def read_warmup_requests(export_dir: str, with_signatures: bool = False) -> list
     for record in tf.data.TFRecordDataset(path).as_numpy_iterator():
         log = prediction_log_pb2.PredictionLog.FromString(record)
         request = log.predict_log.request
-        inputs = {k: [bytes(v) for v in tf.make_ndarray(t).tolist()]
-                  for k, t in request.inputs.items()}
+        inputs = {k: tf.make_ndarray(t).tolist() for k, t in request.inputs.items()}
         out.append((request.model_spec.signature_name or "serving_default", inputs)
                    if with_signatures else inputs)
     return out
