@@ -68,6 +68,9 @@ def test_export_in_a_fresh_process_equals_python(folder, tmp_path):
                                 "--export_dir", str(export), "--top_k", "3",
                                 "--seq_length", "16"]) == 0
         answers = served_results(str(export), requests, names)
+    # Both signatures are warmed at load (#51 item 5).
+    warm = kbert.export.read_warmup_requests(str(export), with_signatures=True)
+    assert warm[-1][0] == "token_ids" and warm[-1][1]["masked_lm_positions"] == [[1], [1]]
     for batch, fresh in zip(([TEXTS[0]], TEXTS), answers):
         x = fill_mask_inputs(tok, tf.constant(batch), 16)
         count = x.pop("mask_count").numpy()

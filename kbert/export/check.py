@@ -110,11 +110,16 @@ def keep_served(also: list = ()) -> Iterator[None]:
 
 
 def _plain(request: dict) -> dict:
-    """`request` as JSON gives it back (lists, no tuples), every string as the
-    {"b64": ...} of its bytes (text and {"b64": ...} of the same bytes are the same
-    request), for comparisons."""
+    """`request` as JSON gives it back (lists, no tuples), for comparisons."""
+    return json.loads(json.dumps(request))
+
+
+def _same_bytes(request: dict) -> dict:
+    """`_plain(request)` with every string as the {"b64": ...} of its bytes: text and
+    {"b64": ...} of the same bytes are the same request (a warmup record read back
+    holds bytes, the exporter's request text)."""
     def canonical(value):
-        if isinstance(value, (list, tuple)):
+        if isinstance(value, list):
             return [canonical(v) for v in value]
         if isinstance(value, dict) and set(value) == {"b64"}:
             value = base64.b64decode(value["b64"])
@@ -124,7 +129,7 @@ def _plain(request: dict) -> dict:
             return {"b64": base64.b64encode(value).decode("ascii")}
         return value
 
-    return json.loads(json.dumps({k: canonical(v) for k, v in request.items()}))
+    return {k: canonical(v) for k, v in _plain(request).items()}
 
 
 def also_served() -> list[tuple[str, dict]]:
@@ -151,11 +156,12 @@ def _kept_results(export_dir: str, names: list[str], requests: list[dict]):
         return None
     answers: dict[str, list] = {}  # a request sent k times: its k answers, in order
     for name, request, result in kept:
-        answers.setdefault(json.dumps([name, request], sort_keys=True), []).append(result)
+        answers.setdefault(json.dumps([name, _same_bytes(request)], sort_keys=True),
+                           []).append(result)
     seen: dict[str, int] = {}
     results = []
     for name, request in zip(names, requests):
-        key = json.dumps([name, _plain(request)], sort_keys=True)
+        key = json.dumps([name, _same_bytes(request)], sort_keys=True)
         k = seen[key] = seen.get(key, -1) + 1
         results.append(answers[key][k] if k < len(answers.get(key, ())) else None)
     return None if any(r is None for r in results) else results

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from kbert.export import guards
 from kbert.export import ops as ops_lib
-from kbert.export.base import ServingModule, save_export
+from kbert.export.base import ServingModule, save_export, token_ids_request
 
 MASK = "[MASK]"  # in SAMPLES, replaced by the tokenizer's mask token
 SAMPLES = ["The capital of France is [MASK].", "[MASK] [MASK] ran to the park.",
@@ -96,8 +96,11 @@ def export_fill_mask(pretrainer, tokenizer, export_dir: str, *, top_k: int = 5,
     # token_ids: the pretrainer's own inputs (with `masked_lm_positions` [b, masks]) in,
     # its masked-LM logits [b, masks, vocabulary] out
     names = [*tokenizer(["a"]).keys(), "masked_lm_positions"]
+    ids = token_ids_request(tokenizer)  # warmed too: two samples, position 1 of each
+    extra_warmup = [] if ids is None else [("token_ids", {**ids,
+                                                          "masked_lm_positions": [[1], [1]]})]
     return save_export(module, serve, export_dir, warmup, serving_version,
-                       max_request_bytes=max_request_bytes,
+                       max_request_bytes=max_request_bytes, extra_warmup=extra_warmup,
                        raw_outputs=lambda x: {"mlm_logits": pretrainer(
                            x, training=False)["mlm_logits"]},
                        raw_input_names=names)
