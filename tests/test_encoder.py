@@ -321,3 +321,40 @@ def test_gelu_tanh_is_what_googles_modeling_py_computes():
     want = google_gelu(tf.constant(x)).numpy()
     np.testing.assert_allclose(np.asarray(gelu_tanh(x)), want, atol=1e-6)
     assert np.abs(np.asarray(gelu(x)) - want).max() > 1e-4  # the erf form differs
+
+
+def test_dense_and_attention_read_unknown_dimensions_once():
+    """`shapes.dims` reads a tensor's unknown dimensions from one `Shape` and one
+    `Unpack`; kbert's `Dense` on [B, T, H] and the attention's head split write no
+    `StridedSlice` of a shape (two dozen nodes per layer before: every one traced,
+    saved, optimized by grappler and run per request in an export; #54, #51 item 3).
+    The values are those of Keras' `Dense` and of the eager call."""
+    import tensorflow as tf
+
+    from kbert.layers.attention import MultiHeadAttention
+    from kbert.layers.dense import Dense
+    from kbert.layers.shapes import dims
+
+    spec = tf.TensorSpec([None, None, 16], tf.float32)
+    graph = tf.function(lambda t: dims(t)).get_concrete_function(spec).graph
+    ops = [op.type for op in graph.get_operations()]
+    assert ops.count("Shape") == 1 and ops.count("Unpack") == 1, ops
+    assert dims(tf.zeros([2, 3])) == [2, 3]
+
+    keras.utils.set_random_seed(0)
+    layer = Dense(8, activation="relu")
+    x = tf.random.normal([2, 5, 16])
+    layer.build(x.shape)
+    layer.bias.assign(tf.random.normal([8]))
+    plain = keras.layers.Dense(8, activation="relu")
+    plain.build(x.shape)
+    plain.set_weights(layer.get_weights())
+    np.testing.assert_allclose(layer(x).numpy(), plain(x).numpy(), rtol=1e-6, atol=1e-6)
+    attention = MultiHeadAttention(16, 4)
+    want = attention(x).numpy()
+    for fn in (lambda t: layer(t), lambda t: attention(t)):
+        graph = tf.function(fn).get_concrete_function(spec).graph
+        ops = [op.type for op in graph.get_operations()]
+        assert "StridedSlice" not in ops, ops
+    got = tf.function(lambda t: attention(t)).get_concrete_function(spec)(x)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)

@@ -469,3 +469,32 @@ def test_pairs_of_different_batch_sizes_fail_clearly(tiny_vocab):
     with pytest.raises(ValueError, match="texts_b: a pair needs as many second texts as "
                                          "first texts, got 2 for 1"):
         tok(["a"], ["b", "c"])
+
+
+def test_truncate_and_keep_where_equal_tf_ragged_on_random_rows():
+    """`packing.truncate` and `packing.keep_where` (a gather over one `RaggedRange`, a
+    boolean mask with a running sum: a fraction of the graph nodes, #54/#51) give what
+    `tf.ragged.boolean_mask` gives, empty rows, cuts past a row's end and all-dropped
+    rows included; and they write no `Assert` into a traced graph."""
+    from kbert.tokenizers import packing
+
+    rng = np.random.default_rng(7)
+    lengths = [0, 3, 1, 0, 7, 4, 2]
+    rows = tf.RaggedTensor.from_row_lengths(
+        tf.constant(rng.integers(0, 99, sum(lengths)), tf.int64), lengths)
+    for keep in ([0, 0, 0, 0, 0, 0, 0], [2, 2, 2, 2, 2, 2, 2], [5, 1, 0, 3, 9, 4, 1]):
+        keep = tf.constant(keep, tf.int64)
+        want = tf.ragged.boolean_mask(
+            rows, tf.ragged.range(rows.row_lengths()) < keep[:, None])
+        assert packing.truncate(rows, keep).to_list() == want.to_list()
+    for p in (0.0, 0.5, 1.0):
+        mask = rows.with_flat_values(tf.constant(rng.random(sum(lengths)) < p))
+        start = rows.with_flat_values(rows.flat_values * 10)
+        want = [tf.ragged.boolean_mask(r, mask).to_list() for r in (rows, start)]
+        got = packing.keep_where(rows, mask, start)
+        assert [g.to_list() for g in got] == want
+        assert packing.keep_where(rows, mask).to_list() == want[0]
+    spec = tf.RaggedTensorSpec([None, None], tf.int64)
+    graph = tf.function(lambda r: packing.truncate(r, r.row_lengths() - 1).to_tensor()
+                        ).get_concrete_function(spec).graph
+    assert "Assert" not in {op.type for op in graph.get_operations()}

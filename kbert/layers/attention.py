@@ -22,6 +22,7 @@ from keras import ops
 from kbert.layers.dense import Dense
 from kbert.layers.initializers import initializer_from, serialize_initializer
 from kbert.layers.masks import causal_mask, merge_masks
+from kbert.layers.shapes import dims
 
 # Forbidden scores are replaced by this before the softmax (a float32 value whose exp
 # is 0, the same result as Hugging Face's finfo.min for rows with one allowed key).
@@ -121,8 +122,8 @@ class MultiHeadAttention(keras.layers.Layer):
         self.built = True
 
     def _split_heads(self, x):
-        b, t = ops.shape(x)[0], ops.shape(x)[1]
-        x = ops.reshape(x, (b, t, self.num_heads, self.head_size))  # (B, T, N, D)
+        b, t = dims(x)[:2]
+        x = tf.reshape(x, (b, t, self.num_heads, self.head_size))  # (B, T, N, D)
         return swap_heads(x)  # (B, N, T, D)
 
     def project_key_value(self, key_value):
@@ -130,7 +131,7 @@ class MultiHeadAttention(keras.layers.Layer):
         `projected_key_value` takes (a cross-attention cache)."""
         def project(layer):
             x = self._split_heads(layer(key_value))  # (B, N, Tk, D)
-            return ops.reshape(x, (-1, ops.shape(x)[2], self.head_size))
+            return tf.reshape(x, (-1, dims(x)[2], self.head_size))
 
         return project(self.key), project(self.value)
 
@@ -158,7 +159,7 @@ class MultiHeadAttention(keras.layers.Layer):
             if not causal:  # keys past this step's positions are not written yet
                 attention_mask = merge_masks(
                     attention_mask, _written_keys(ops.shape(k)[1], start + ops.shape(q)[2]))
-        b, tq = ops.shape(q)[0], ops.shape(q)[2]
+        b, _, tq, _ = dims(q)
         if self.scale:
             q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         flat = cache is not None or projected_key_value is not None
@@ -170,7 +171,7 @@ class MultiHeadAttention(keras.layers.Layer):
             q = ops.reshape(q, (-1, tq, self.head_size))
             scores = tf.matmul(q, k, transpose_b=True)  # (B*N, Tq, S)
             scores = ops.reshape(scores, (b, self.num_heads, tq, -1))
-        tk = ops.shape(scores)[3]
+        tk = dims(scores)[3]
         # Softmax in float32 even under mixed precision, as the references do.
         scores = ops.cast(scores, "float32")
         if attention_bias is not None:

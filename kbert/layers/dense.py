@@ -18,6 +18,7 @@ import tensorflow as tf
 from keras import ops
 
 from kbert import internals
+from kbert.layers.shapes import dims
 
 _state = threading.local()
 
@@ -57,14 +58,14 @@ class Dense(keras.layers.Dense):
         with its bias and activation) when the graph is run plainly."""
         x = inputs
         if len(inputs.shape) != 2:
-            x = ops.reshape(inputs, (-1, ops.shape(inputs)[-1]))
+            x = tf.reshape(inputs, (-1, self.kernel.shape[0]))
         x = tf.matmul(x, self.kernel)
         if self.bias is not None:
             x = tf.nn.bias_add(x, self.bias)
         if self.activation is not None:
             x = self.activation(x)
         if len(inputs.shape) != 2:
-            x = ops.reshape(x, tuple(ops.shape(inputs)[:-1]) + (self.units,))
+            x = tf.reshape(x, dims(inputs)[:-1] + [self.units])
         return x
 
     def quantize(self, mode=None, type_check=True, config=None):

@@ -184,9 +184,8 @@ class BertTokenizer(Tokenizer):
         words = tf.ragged.map_flat_values(self._normalize, pieces)
         keep = tf.ragged.map_flat_values(lambda s: tf.strings.length(s) > 0, words)
         if not with_offsets:
-            return tf.ragged.boolean_mask(words, keep)
-        return (tf.ragged.boolean_mask(words, keep), tf.ragged.boolean_mask(start, keep),
-                tf.ragged.boolean_mask(end, keep))
+            return packing.keep_where(words, keep)
+        return packing.keep_where(words, keep, start, end)
 
     def split_words(self, texts):
         """The reference's BasicTokenizer: normalized words with byte offsets.

@@ -54,9 +54,28 @@ def truncate_pair_lengths_hf(len_a, len_b, budget):
 
 
 def truncate(ids: tf.RaggedTensor, keep) -> tf.RaggedTensor:
-    """The first `keep[b]` ids of each row b."""
-    positions = tf.ragged.range(ids.row_lengths())
-    return tf.ragged.boolean_mask(ids, positions < tf.expand_dims(keep, 1))
+    """The first `keep[b]` ids of each row b, gathered by one `RaggedRange` over the
+    flat values (a boolean mask over the rows wrote a hundred nodes of ragged checks per
+    call into every export's graph)."""
+    starts = ids.row_starts()
+    ends = starts + tf.minimum(ids.row_lengths(), tf.cast(keep, starts.dtype))
+    kept = tf.ragged.range(starts, ends)
+    return tf.RaggedTensor.from_row_splits(tf.gather(ids.values, kept.values),
+                                           kept.row_splits, validate=False)
+
+
+def keep_where(rows: tf.RaggedTensor, keep: tf.RaggedTensor, *more: tf.RaggedTensor):
+    """The values of `rows` (and of each of `more`, with the same row lengths) where the
+    bool `keep` is true: `tf.ragged.boolean_mask` for [batch, (n)] tensors, as one
+    `boolean_mask` of the flat values and the kept counts' running sum at the row splits
+    (without `tf.ragged`'s checks, over a hundred graph nodes per mask). Returns one
+    RaggedTensor, or a tuple with `more`."""
+    flat = keep.values
+    kept = tf.cumsum(tf.cast(flat, rows.row_splits.dtype))  # kept values up to each
+    splits = tf.gather(tf.concat([tf.zeros([1], kept.dtype), kept], 0), rows.row_splits)
+    out = [tf.RaggedTensor.from_row_splits(tf.boolean_mask(r.values, flat), splits,
+                                           validate=False) for r in (rows, *more)]
+    return out[0] if not more else tuple(out)
 
 
 def _column(batch, value) -> tf.RaggedTensor:
