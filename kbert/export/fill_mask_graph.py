@@ -44,9 +44,9 @@ def fill_mask_inputs(tokenizer, text, seq_length: int) -> dict:
                         tf.gather(pieces.row_limits(), pieces.value_rowids())[:, None])[:, 0]
         mask_col = tf.RaggedTensor.from_row_lengths(
             tf.fill([tf.reduce_sum(tf.cast(~last, tf.int32))], mask_id),
-            tf.cast(~last, tf.int64))
+            tf.cast(~last, tf.int64), validate=False)
         with_masks = tf.concat([ids, mask_col], axis=1)  # [P, (t + 1 for non-last)]
-        grouped = tf.RaggedTensor.from_row_splits(with_masks, pieces.row_splits)
+        grouped = tf.RaggedTensor.from_row_splits(with_masks, pieces.row_splits, validate=False)
         tokens = grouped.merge_dims(1, 2)  # [b, (T)]
     packed, _ = tokenizer.pack_segments([tokens], seq_length)
     is_mask = tf.equal(packed["token_ids"], mask_id) & tf.cast(packed["padding_mask"], tf.bool)

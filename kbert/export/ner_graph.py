@@ -28,7 +28,8 @@ def ner_windows(tokenizer, text, seq_length: int):
     pieces = tf.cast(tokenizer.tokenize_words(surface), tf.int64)  # [words, (pieces)]
     n = tf.shape(surface, out_type=tf.int64)[0]
     unk = tf.RaggedTensor.from_row_lengths(
-        tf.fill([n], tf.constant(tokenizer.unk_id, tf.int64)), tf.ones([n], tf.int64))
+        tf.fill([n], tf.constant(tokenizer.unk_id, tf.int64)), tf.ones([n], tf.int64),
+        validate=False)
     pick = tf.where(pieces.row_lengths() > 0, tf.range(n), tf.range(n) + n)
     pieces = tf.gather(tf.concat([pieces, unk], axis=0), pick)
     per_text = w_start.with_flat_values(pieces).merge_dims(1, 2)  # [batch, (pieces)]
@@ -85,8 +86,8 @@ def ner_entities(tag_ids, info, text, labels: list[str]) -> dict:
     end_char = char_offsets(text, chunk_row, last_byte)
 
     def pad(values, default):
-        return tf.RaggedTensor.from_value_rowids(values, chunk_row, nrows=batch).to_tensor(
-            default)
+        return tf.RaggedTensor.from_value_rowids(values, chunk_row, nrows=batch,
+                                                 validate=False).to_tensor(default)
 
     return {"entity_text": pad(entity_text, ""), "entity_type": pad(entity_type, ""),
             "start_char": pad(start_char, tf.constant(-1, tf.int64)),

@@ -182,7 +182,7 @@ def squad_answers(start_logits, end_logits, info, context, *, n_best_size: int,
         at = info["null"][:, tf.newaxis]
         cls_score = (tf.gather(start_logits, at, batch_dims=1)[:, 0]
                      + tf.gather(end_logits, at, batch_dims=1)[:, 0])  # float32, as Python
-        null = tf.reduce_min(tf.RaggedTensor.from_row_lengths(cls_score, n), axis=1)
+        null = tf.reduce_min(tf.RaggedTensor.from_row_lengths(cls_score, n, validate=False), axis=1)
         # Python ranks the null answer with the spans and keeps n_best_size of them.
         usable = has_span if n_best_size > 1 else has_span & ~(null > span_score)
         best_f64 = tf.where(usable, tf.cast(s_best, tf.float64) + tf.cast(e_best, tf.float64),

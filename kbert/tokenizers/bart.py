@@ -34,7 +34,7 @@ class BartTokenizer(RobertaTokenizer):
         def column(value):
             return tf.RaggedTensor.from_row_lengths(
                 tf.fill([rows], tf.constant(value, tf.int32)),
-                tf.ones([rows], ids.row_splits.dtype))
+                tf.ones([rows], ids.row_splits.dtype), validate=False)
 
         return tf.concat([column(self.cls_id), ids, column(self.sep_id)], axis=1)
 

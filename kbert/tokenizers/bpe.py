@@ -181,4 +181,5 @@ def merge_rounds(merges: MergeTable, rows, symbols, count) -> tf.RaggedTensor:
     width = tf.cast(tf.reduce_max(tf.concat([out_pos, [0]], 0)) + 1, tf.int64)
     order = tf.argsort(out_rows * width + tf.cast(out_pos, tf.int64), stable=True)
     return tf.RaggedTensor.from_value_rowids(tf.gather(out_symbols, order),
-                                             tf.gather(out_rows, order), nrows=count)
+                                             tf.gather(out_rows, order), nrows=count,
+                                             validate=False)

@@ -88,7 +88,8 @@ class ELMoCharTokenizer(Tokenizer):
         n = tf.shape(flat, tf.int64)[0]
 
         def column(value):
-            return tf.RaggedTensor.from_row_lengths(tf.fill([n], value), tf.ones([n], tf.int64))
+            return tf.RaggedTensor.from_row_lengths(tf.fill([n], value), tf.ones([n], tf.int64),
+                                                    validate=False)
 
         chars = tf.concat([column(BOW_CHAR), byte_ids, column(EOW_CHAR)], axis=1)
         dense = chars.to_tensor(PAD_CHAR, shape=tf.stack([n, tf.constant(length, tf.int64)]))
@@ -97,7 +98,7 @@ class ELMoCharTokenizer(Tokenizer):
         is_bos = tf.equal(flat, BOS_WORD)[:, None]
         is_eos = tf.equal(flat, EOS_WORD)[:, None]
         dense = tf.where(is_bos, marks[0], tf.where(is_eos, marks[1], dense)) + 1
-        ragged = tf.RaggedTensor.from_row_splits(dense, words.row_splits)
+        ragged = tf.RaggedTensor.from_row_splits(dense, words.row_splits, validate=False)
         return ragged.to_tensor(0)
 
     def _encode(self, texts):

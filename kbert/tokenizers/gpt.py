@@ -227,7 +227,7 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
         words = tf.strings.substr(tf.strings.reduce_join(texts), tf.cast(begin, tf.int32),
                                   tf.cast(end - begin, tf.int32))
         return tf.RaggedTensor.from_value_rowids(words, word_rows,
-                                                 nrows=tf.shape(texts, tf.int64)[0])
+                                                 nrows=tf.shape(texts, tf.int64)[0], validate=False)
 
     # ---------------------------------------------------------------- BPE
     def _bpe(self, words):
@@ -253,9 +253,10 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
                             tf.concat([pieces.value_rowids()[1:], [-1]], 0))
         marks = tf.RaggedTensor.from_row_lengths(
             tf.fill([tf.reduce_sum(1 - tf.cast(last, tf.int32))], self.end_token_id),
-            1 - tf.cast(last, tf.int64))
+            1 - tf.cast(last, tf.int64), validate=False)
         ids = tf.concat([plain, marks], axis=1)
-        return tf.RaggedTensor.from_row_splits(ids, pieces.row_splits).merge_dims(1, 2)
+        return tf.RaggedTensor.from_row_splits(ids, pieces.row_splits,
+                                               validate=False).merge_dims(1, 2)
 
     def _build_word_cache(self, to_char) -> None:
         """Most words of a text are tokens of the vocabulary: the merges of every token's
@@ -310,7 +311,8 @@ class GPTTokenizer(HeldBpe, TaskTokens, Tokenizer):
     def _tokenize_plain(self, texts):
         words = self._split(texts)
         ids = self._words_to_ids(words.flat_values)  # (W, (T))
-        return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
+        return tf.RaggedTensor.from_row_splits(ids, words.row_splits,
+                                               validate=False).merge_dims(1, 2)
 
     def detokenize(self, ids) -> tf.Tensor:
         """The bytes the ids stand for, joined: tf.string [batch] (the exact text back)."""

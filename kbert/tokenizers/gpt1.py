@@ -90,7 +90,8 @@ class GPT1Tokenizer(HeldBpe, TaskTokens, Tokenizer):
         flat = merged.flat_values
         flat = tf.where((flat < 0) | (flat >= table.vocab_end), self.unk_id, flat)
         ids = tf.gather(merged.with_flat_values(flat), index)
-        return tf.RaggedTensor.from_row_splits(ids, words.row_splits).merge_dims(1, 2)
+        return tf.RaggedTensor.from_row_splits(ids, words.row_splits,
+                                               validate=False).merge_dims(1, 2)
 
     def detokenize(self, ids) -> tf.Tensor:
         """Tokens joined, `</w>` read as a space (the lower-cased, split text)."""

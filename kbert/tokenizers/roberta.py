@@ -172,15 +172,15 @@ class RobertaTokenizer(Tokenizer):
         per_piece = tf.math.unsorted_segment_sum(word_ids.row_lengths(), words.value_rowids(),
                                                  tf.shape(flat, tf.int64)[0])
         plain = tf.RaggedTensor.from_row_lengths(tf.stack([ids, start, end], axis=1),
-                                                 per_piece)  # (P, (t), 3)
+                                                 per_piece, validate=False)  # (P, (t), 3)
         mark_start = tf.boolean_mask(flat_starts, is_special)
         marks = tf.RaggedTensor.from_row_lengths(
             tf.stack([tf.cast(tf.boolean_mask(special, is_special), tf.int64), mark_start,
                       mark_start + tf.cast(tf.strings.length(tf.boolean_mask(flat, is_special)),
                                            tf.int64)], axis=1),
-            tf.cast(is_special, tf.int64))  # (P, (0 or 1), 3)
+            tf.cast(is_special, tf.int64), validate=False)  # (P, (0 or 1), 3)
         rows = tf.RaggedTensor.from_row_splits(tf.concat([plain, marks], axis=1),
-                                               pieces.row_splits).merge_dims(1, 2)
+                                               pieces.row_splits, validate=False).merge_dims(1, 2)
         values = rows.flat_values  # (N, 3): id, start, end
         starts, ends = _snap_to_characters(texts, rows.with_flat_values(values[:, 1]),
                                            rows.with_flat_values(values[:, 2]))
@@ -218,7 +218,7 @@ class RobertaTokenizer(Tokenizer):
         def column(value, count=1):
             return tf.RaggedTensor.from_row_lengths(
                 tf.fill([batch * count], tf.constant(value, tf.int64)),
-                tf.fill([batch], tf.constant(count, tf.int64)))
+                tf.fill([batch], tf.constant(count, tf.int64)), validate=False)
 
         if texts_b is None:
             a = truncate(a, tf.fill([batch], budget))

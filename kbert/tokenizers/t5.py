@@ -152,15 +152,17 @@ class T5Tokenizer(Tokenizer):
                          self._special_id(flat))
         text_ids = self._run(lambda sp: sp.tokenize(tf.where(special, "", flat)))
         one = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(token, special),
-                                               tf.cast(special, tf.int64))
+                                               tf.cast(special, tf.int64), validate=False)
         ids = tf.concat([text_ids, one], axis=1)  # each chunk: its pieces, or its token
-        return tf.RaggedTensor.from_row_splits(ids, chunks.row_splits).merge_dims(1, 2)
+        return tf.RaggedTensor.from_row_splits(ids, chunks.row_splits,
+                                               validate=False).merge_dims(1, 2)
 
     def encoder_ids(self, texts) -> tf.RaggedTensor:
         """int32 [batch, (tokens)]: the text's ids, then `</s>` (T5's encoder input)."""
         ids = tf.cast(self.tokenize(texts), tf.int32)
         end = tf.RaggedTensor.from_row_lengths(tf.fill([ids.nrows()], self.end_id),
-                                               tf.ones([ids.nrows()], ids.row_splits.dtype))
+                                               tf.ones([ids.nrows()], ids.row_splits.dtype),
+                                               validate=False)
         return tf.concat([ids, end], axis=1)
 
     def _special_id(self, strings):

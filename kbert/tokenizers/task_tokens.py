@@ -80,7 +80,7 @@ class TaskTokens:
         a, b = truncate(a, keep_a), truncate(b, keep_b)
         column = tf.RaggedTensor.from_row_lengths(
             tf.fill([a.nrows()], tf.constant(delimiter, tf.int64)), tf.ones([a.nrows()],
-                                                                         tf.int64))
+                                                                         tf.int64), validate=False)
         first = pack_decoder(tf.concat([a, column, b], axis=1), seq_length, start_id=start,
                              end_id=extract, pad_id=self.pad_id)
         if self.pair_format == "entailment":

@@ -31,7 +31,7 @@ def prepare_prompts(tokenizer, prompts, keep: int, start_id: int, suffix_ids=())
     empty = tf.equal(ids.row_lengths(), 0)
     start = tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.reduce_sum(tf.cast(empty, tf.int32))], tf.constant(start_id, tf.int32)),
-        tf.cast(empty, tf.int64))
+        tf.cast(empty, tf.int64), validate=False)
     ids = tf.concat([start, ids], axis=1)
     cut = ids.row_lengths() > keep
     ids = ids[:, -keep:]
