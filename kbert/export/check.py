@@ -118,18 +118,16 @@ def _same_bytes(request: dict) -> dict:
     """`_plain(request)` with every string as the {"b64": ...} of its bytes: text and
     {"b64": ...} of the same bytes are the same request (a warmup record read back
     holds bytes, the exporter's request text)."""
+    from kbert.export.warmup import request_bytes
+
     def canonical(value):
         if isinstance(value, list):
             return [canonical(v) for v in value]
-        if isinstance(value, dict) and set(value) == {"b64"}:
-            value = base64.b64decode(value["b64"])
-        if isinstance(value, str):
-            value = value.encode("utf-8")
         if isinstance(value, bytes):
             return {"b64": base64.b64encode(value).decode("ascii")}
         return value
 
-    return {k: canonical(v) for k, v in _plain(request).items()}
+    return {k: canonical(request_bytes(v)) for k, v in _plain(request).items()}
 
 
 def also_served() -> list[tuple[str, dict]]:

@@ -11,12 +11,22 @@ WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 MAX_RECORDS = 1000  # TF Serving reads at most this many
 
 
+def request_bytes(values):
+    """The bytes of a request's string values (nested lists kept): text as UTF-8,
+    {"b64": ...} decoded, bytes as they are; other values unchanged."""
+    import base64
+
+    if isinstance(values, list):
+        return [request_bytes(v) for v in values]
+    if isinstance(values, dict) and set(values) == {"b64"}:
+        return base64.b64decode(values["b64"])
+    return values.encode("utf-8") if isinstance(values, str) else values
+
+
 def _tensor_proto(values, dtype: str | None):
     """A request input's TensorProto: strings (text, or {"b64": ...} for bytes, as TF
     Serving's REST API carries them: serialized tf.Examples) or numbers (nested lists)
     of `dtype` (the signature's; without one, int32 for integers, float32 else)."""
-    import base64
-
     import numpy as np
 
     def first(v):
@@ -24,14 +34,7 @@ def _tensor_proto(values, dtype: str | None):
 
     leaf = first(values)
     if dtype == "string" or isinstance(leaf, (str, bytes, dict)):
-        def as_bytes(v):
-            if isinstance(v, list):
-                return [as_bytes(x) for x in v]
-            if isinstance(v, dict):
-                return base64.b64decode(v["b64"])
-            return v.encode("utf-8") if isinstance(v, str) else v
-
-        return tf.make_tensor_proto(as_bytes(values), tf.string)
+        return tf.make_tensor_proto(request_bytes(values), tf.string)
     if dtype is None:
         dtype = "int32" if all(float(x).is_integer() for x in np.ravel(values)) else "float32"
     return tf.make_tensor_proto(np.asarray(values, dtype=tf.as_dtype(dtype).as_numpy_dtype))
