@@ -8,6 +8,7 @@ import os
 
 import tensorflow as tf
 
+from kbert.tokenizers.packing import keep_where
 from kbert.tokenizers.roberta import RobertaTokenizer
 
 
@@ -47,7 +48,7 @@ class BartTokenizer(RobertaTokenizer):
         keep = tf.ones_like(ids, tf.bool)
         for special in (self.cls_id, self.sep_id, self.pad_id, self.unk_id, self.mask_id):
             keep = tf.logical_and(keep, tf.not_equal(ids, special))
-        return super().detokenize(tf.ragged.boolean_mask(ids, keep))
+        return super().detokenize(keep_where(ids, keep))
 
     def config(self) -> dict:
         return {**super().config(), "tokenizer_class": "BartTokenizer"}

@@ -352,7 +352,7 @@ class BertTokenizer(Tokenizer):
                                    if t in self._index and t != "[UNK]"], tf.int64)
             is_special = tf.reduce_any(
                 tf.equal(tf.expand_dims(ids.flat_values, -1), special), axis=-1)
-            ids = tf.ragged.boolean_mask(ids, ids.with_flat_values(~is_special))
+            ids = packing.keep_where(ids, ids.with_flat_values(~is_special))
         tokens = tf.gather(self._vocab_table, ids)
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         return tf.strings.regex_replace(text, " ##", "")

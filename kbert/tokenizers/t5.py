@@ -19,7 +19,7 @@ from kbert import hub
 from kbert.io import atomic_file, read_json
 from kbert.tokenizers import strings
 from kbert.tokenizers.base import Held, Tokenizer
-from kbert.tokenizers.packing import truncate
+from kbert.tokenizers.packing import keep_where, truncate
 
 MODEL_FILE = "spiece.model"
 EXTRA_IDS = 100
@@ -181,7 +181,7 @@ class T5Tokenizer(Tokenizer):
         keep = ids < self.pieces
         for special in (self.pad_id, self.end_id, self.unk_id):
             keep = tf.logical_and(keep, tf.not_equal(ids, special))
-        kept = tf.ragged.boolean_mask(ids, keep)
+        kept = keep_where(ids, keep)
         return self._run(lambda sp: sp.detokenize(kept))
 
     def __call__(self, texts, texts_b=None, seq_length: int | None = None) -> dict:
