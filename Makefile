@@ -73,12 +73,13 @@ test-fast: $(VENV)/.test
 test-all: $(VENV)/.test
 	$(PYTEST) -m ""
 
-# The peers of the serving benchmark (ONNX Runtime) come with the bench extra.
+# The peers of the serving benchmarks (ONNX Runtime, CTranslate2) come with the bench extra.
 bench: $(VENV)/.test
 	$(PY) -m pip install -q -e ".[bench]"
 	$(PY) benchmarks/bench_bert.py
 	$(PY) benchmarks/bench_export.py
 	$(PY) benchmarks/bench_serving.py
+	$(PY) benchmarks/bench_served_generate.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
