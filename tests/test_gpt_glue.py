@@ -157,23 +157,31 @@ def _fine_tune_on_synthetic_pairs(tmp_path, tokenizer, config: dict, flags: list
 
 
 @pytest.mark.e2e
-def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokenizer):
-    """MRPC layout (a similarity task: both orders); a random-init 2-layer GPT folder."""
+@pytest.mark.parametrize("epochs, at_least", [
+    (4, 0.8), pytest.param(15, 0.93, marks=pytest.mark.slow, id="15-0.93")])
+def test_glue_command_fine_tunes_gpt_on_the_synthetic_pair_task(tmp_path, tokenizer, epochs,
+                                                                at_least):
+    """MRPC layout (a similarity task: both orders); a random-init 2-layer GPT folder,
+    with the paper's auxiliary LM loss (0.5)."""
     from kbert.export.folder import load_task_folder
 
     pairs = [("red blue gold", "gold red blue"), ("red blue gold", "pink gray white")]
     out, export, fresh = _fine_tune_on_synthetic_pairs(
         tmp_path, tokenizer, {"end_token_id": tokenizer.end_token_id},
-        ["--num_train_epochs", "15", "--learning_rate", "1e-3", "--do_predict"], pairs)
+        ["--num_train_epochs", str(epochs), "--learning_rate", "1e-3", "--do_predict"], pairs)
     results = json.loads((out / "eval_results.json").read_text())
-    # Batches of 32 at 1e-3 (1,875 steps): 0.977 here with --seed 0 (one thread, alone;
-    # --steps_per_execution 25 too); 8 epochs: 0.86. The figures before 2026-12-07
-    # (0.977 and 1.0 in two fresh processes, 0.947 once in a two-worker run, 0.86 in CI
-    # for batches of 64 at 2e-3) varied run to run because the task tokens' rows were
-    # drawn from fresh OS entropy, not from --seed (see the test above). oneDNN's
-    # kernels (TF_ENABLE_ONEDNN_OPTS) may still change the rounding between machines.
-    # Chance is 0.5.
-    assert results["eval_accuracy"] >= 0.93, results
+    # Batches of 32 at 1e-3, --seed 0 (one thread, alone; --steps_per_execution 25 too):
+    # 15 epochs (1,875 steps) 0.977; 2 to 8 epochs 0.86, a plateau (--seed 0, 1, 2 at 3
+    # epochs; learning rates 1e-3 to 5e-3 and --lm_coef 0.1 or 0.25 at 4 epochs: 0.86
+    # each; --lm_coef 0 at 4 epochs: 0.977, so the auxiliary loss is what slows the
+    # task down). `make test` runs the 4 epochs (0.86 against at least 0.8; chance is
+    # 0.5), `make test-all` the 15 too (#54: 103 s of a run's test time, 4 epochs about
+    # 45 s). The figures before 2026-12-07 (0.977 and 1.0 in two fresh processes, 0.947
+    # once in a two-worker run, 0.86 in CI for batches of 64 at 2e-3) varied run to run
+    # because the task tokens' rows were drawn from fresh OS entropy, not from --seed
+    # (see the test above). oneDNN's kernels (TF_ENABLE_ONEDNN_OPTS) may still change
+    # the rounding between machines.
+    assert results["eval_accuracy"] >= at_least, results
     task, model, loaded, settings = load_task_folder(str(out))
     assert model.get_layer("auxiliary_lm_loss").token_embedding is not None  # linked
     assert type(loaded).__name__ == "GPTTokenizer" and loaded.pair_format == "similarity"
