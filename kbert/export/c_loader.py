@@ -13,6 +13,7 @@ It is a script, not a module of the package: it imports only the standard librar
 protobuf wire-format reader below), so what it shows is what the C++ runtime does alone.
 
     python c_loader.py EXPORT_DIR REQUESTS.json OUT.json [--signature serving_default]
+        [--xla_cpu_compilation_enabled]
 
 REQUESTS.json: a list of {input name: [value, ...]} (a batch each: strings, {"b64": ...}
 for bytes, or numbers for the signature's numeric inputs). `--signature A,B,...`: one
@@ -26,7 +27,8 @@ OUT.json: {"signatures": {name: {"inputs": {...}, "outputs": {...}}},
 With `--threads N`, N requests run at once on the one session (as a server's threads
 run them; the results keep the requests' order). With `--each`, a request that fails
 gets {"error": one line} in `results` and the next request runs (`error` is then only
-a loading failure). A string input may be a value (rank 0) or nested lists (rank 2,
+a loading failure). `--xla_cpu_compilation_enabled`: as the server's flag (without
+it, XLA-compiled functions fail, as in a server started without it). A string input may be a value (rank 0) or nested lists (rank 2,
 ...), as a client may send: the server does not check ranks against the SignatureDef. The exit status is 0 when every request was
 answered (with `--each`: when the export loaded), 1 otherwise.
 """
@@ -164,13 +166,22 @@ def text_op_libraries() -> list[str]:
 
 
 class CApi:
-    """The few C API functions the server's load-and-run path needs."""
+    """The few C API functions the server's load-and-run path needs.
 
-    def __init__(self):
+    `xla_cpu_compilation_enabled`: `tensorflow_model_server`'s flag of that name. Without
+    it the server calls `tensorflow::DisableXlaCompilation()` before loading anything
+    (model_servers/main.cc), so that a function compiled with XLA fails at its first
+    run ("XLA compilation disabled"); this does the same. The switch is process-wide."""
+
+    def __init__(self, xla_cpu_compilation_enabled: bool = False):
         tf_dir = _package_dir("tensorflow")
         mode = getattr(os, "RTLD_GLOBAL", 0) | getattr(os, "RTLD_NOW", 0)
         ctypes.CDLL(os.path.join(tf_dir, "libtensorflow_framework.so.2"), mode=mode)
         lib = ctypes.CDLL(os.path.join(tf_dir, "libtensorflow_cc.so.2"), mode=mode)
+        if not xla_cpu_compilation_enabled:
+            disable = lib._ZN10tensorflow21DisableXlaCompilationEv  # C++: no arguments
+            disable.restype, disable.argtypes = None, []
+            disable()
         p, i, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
         signatures = {
             "TF_NewStatus": (p, []), "TF_DeleteStatus": (None, [p]),
@@ -214,8 +225,9 @@ class ServingError(RuntimeError):
 class Served:
     """A SavedModel loaded by the C++ loader, its signatures run by tensor name."""
 
-    def __init__(self, export_dir: str, tags=("serve",), op_libraries=None):
-        self.api = api = CApi()
+    def __init__(self, export_dir: str, tags=("serve",), op_libraries=None,
+                 xla_cpu_compilation_enabled: bool = False):
+        self.api = api = CApi(xla_cpu_compilation_enabled)
         self.status = api.NewStatus()
         for path in text_op_libraries() if op_libraries is None else op_libraries:
             api.LoadLibrary(path.encode(), self.status)
@@ -424,7 +436,8 @@ def main(argv=None) -> int:
         signature = argv[k + 1]
         argv = argv[:k] + argv[k + 2:]
     each = "--each" in argv  # a failed request is recorded and the next one runs
-    argv = [a for a in argv if a != "--each"]
+    xla = "--xla_cpu_compilation_enabled" in argv  # as tensorflow_model_server's flag
+    argv = [a for a in argv if a not in ("--each", "--xla_cpu_compilation_enabled")]
     threads = 1
     if "--threads" in argv:  # requests at once, on the one session, as a server runs them
         k = argv.index("--threads")
@@ -438,7 +451,7 @@ def main(argv=None) -> int:
     try:
         if len(names) not in (1, len(requests)):
             raise ServingError(f"{len(names)} signature names for {len(requests)} requests")
-        served = Served(export_dir)
+        served = Served(export_dir, xla_cpu_compilation_enabled=xla)
         report["signatures"] = served.signatures
         report["loaded_rss"] = _status_bytes("VmRSS") or _peak_rss_bytes()
         if threads > 1:

@@ -301,7 +301,8 @@ def loader_failure(export_dir: str, error: str) -> str:
 
 def run_c_loader(export_dir: str, requests: list[dict],
                  signature: str | list[str] = "serving_default", timeout: float = 600,
-                 each: bool = False, max_rss: int | None = None, threads: int = 1) -> dict:
+                 each: bool = False, max_rss: int | None = None, threads: int = 1,
+                 xla_cpu_compilation_enabled: bool | None = None) -> dict:
     """Runs `requests` as `tensorflow_model_server` does: TensorFlow's C++ SavedModel
     loader (`TF_LoadSessionFromSavedModel`) and `Session::Run` on the SignatureDef's
     tensor names, in a fresh process that imports no TensorFlow Python (`c_loader.py`,
@@ -311,7 +312,12 @@ def run_c_loader(export_dir: str, requests: list[dict],
     request gets {"error": one line} in `results` and the others still run. `max_rss`:
     the process is killed, and ServingLoaderError raised, once its resident memory
     passes this many bytes (a guard for requests meant to exhaust memory). `threads`:
-    requests run that many at once on the one session."""
+    requests run that many at once on the one session. `xla_cpu_compilation_enabled`:
+    the server's flag of that name (off, XLA-compiled functions fail as in a server
+    started without it); None: on where the export's settings ask for it (a `generate`
+    export written with `jit_compile=True`), as such an export must be served."""
+    if xla_cpu_compilation_enabled is None:
+        xla_cpu_compilation_enabled = needs_xla(export_dir)
     with tempfile.TemporaryDirectory(prefix="kbert-c-loader-") as tmp:
         req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
         with open(req, "w", encoding="utf-8") as f:
@@ -319,7 +325,8 @@ def run_c_loader(export_dir: str, requests: list[dict],
         argv = [sys.executable, C_LOADER, os.path.abspath(export_dir), req, out,
                 "--signature", _signature_names(signature, requests)] + (
                     ["--each"] if each else []) + (
-                    ["--threads", str(threads)] if threads > 1 else [])
+                    ["--threads", str(threads)] if threads > 1 else []) + (
+                    ["--xla_cpu_compilation_enabled"] if xla_cpu_compilation_enabled else [])
         returncode, stderr = _run_guarded(argv, tmp, timeout, max_rss)
         if not os.path.exists(out):
             raise ServingLoaderError(f"{export_dir}: the C++ loader process failed (exit "
@@ -332,6 +339,18 @@ def run_c_loader(export_dir: str, requests: list[dict],
     if report["error"]:
         raise ServingLoaderError(loader_failure(export_dir, report["error"]))
     return report
+
+
+def needs_xla(export_dir: str) -> bool:
+    """Whether the export's decoding is compiled with XLA (`export_generate(...,
+    jit_compile=True)`: "jit_compile" in assets.extra/kbert_generate.json), so that TF
+    Serving must run it with --xla_cpu_compilation_enabled=true."""
+    path = os.path.join(export_dir, "assets.extra", "kbert_generate.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return bool(json.load(f).get("jit_compile", False))
+    except (OSError, ValueError):
+        return False
 
 
 def _resident_bytes(pid: int) -> int:

@@ -23,6 +23,7 @@ from kbert.layers.dense import Dense
 from kbert.layers.initializers import initializer_from, serialize_initializer
 from kbert.layers.masks import causal_mask, merge_masks
 from kbert.layers.shapes import dims
+from kbert.layers.updates import write_at
 
 # Forbidden scores are replaced by this before the softmax (a float32 value whose exp
 # is 0, the same result as Hugging Face's finfo.min for rows with one allowed key).
@@ -203,10 +204,10 @@ class MultiHeadAttention(keras.layers.Layer):
             raise ValueError(f"{self.name}: each cache tensor is [batch * heads, length, "
                              f"head size]; got shape {tuple(k_cache.shape)}")
         t = ops.shape(k)[2]
-        at = (ops.zeros((), "int32"), ops.cast(cache_index, "int32"), ops.zeros((), "int32"))
+        at = ops.cast(cache_index, "int32")
         k = ops.reshape(ops.cast(k, k_cache.dtype), (-1, t, self.head_size))
         v = ops.reshape(ops.cast(v, v_cache.dtype), (-1, t, self.head_size))
-        return ops.slice_update(k_cache, at, k), ops.slice_update(v_cache, at, v)
+        return write_at(k_cache, 1, at, k), write_at(v_cache, 1, at, v)
 
     def compute_output_spec(self, query, key_value=None, attention_bias=None,
                             attention_mask=None, causal=False, cache=None, cache_index=None,

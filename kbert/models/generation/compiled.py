@@ -8,6 +8,7 @@ import contextlib
 import tensorflow as tf
 
 from kbert.layers.dense import separate_bias_add
+from kbert.layers.updates import compiled_writes
 from kbert.models.generation.samplers import BeamSearch, get_sampler
 from kbert.models.generation.processors import Processing
 from kbert.models.generation.stopping import StopStrings
@@ -58,7 +59,8 @@ def _build(lm, setting: Setting):
             k = rows["num_beams"] if k is None else k
             const = {name: tf.repeat(value, k, axis=0) if value.shape.rank else value
                      for name, value in const.items()}
-        with separate_bias_add() if split_bias else contextlib.nullcontext():
+        with separate_bias_add() if split_bias else contextlib.nullcontext(), \
+                compiled_writes(setting.jit_compile):
             loop = beam_loop if beam else sample_loop
             return loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity,
                         const)

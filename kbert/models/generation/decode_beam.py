@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import tensorflow as tf
-from keras import ops
 
+from kbert.layers.updates import write_at
 from kbert.models.generation.processors import mark_present
 from kbert.models.generation.state import (
     NEG_SCORE, isin, loop_shapes, start_state)
@@ -74,9 +74,8 @@ def beam_loop(lm, setting, token_ids, padding_mask, max_new_tokens, capacity, co
         token_lp = tf.gather(tf.reshape(log_probs, [batch, k * vocab]), top_index,
                              batch_dims=1)
         cand = _gather_beams(s["running"], parent)
-        cand = ops.slice_update(cand, (0, 0, cur), token[:, :, None])
-        cand_lp = ops.slice_update(_gather_beams(s["running_lp"], parent), (0, 0, t),
-                                   token_lp[:, :, None])
+        cand = write_at(cand, 2, cur, token[:, :, None])
+        cand_lp = write_at(_gather_beams(s["running_lp"], parent), 2, t, token_lp[:, :, None])
         hits = tf.logical_or(isin(token, setting.ends),
                              tf.fill(tf.shape(token), t + 1 >= max_new_tokens))
         if setting.stop is not None:

@@ -4,9 +4,9 @@ budget); its step is also streaming's."""
 from __future__ import annotations
 
 import tensorflow as tf
-from keras import ops
 
 from kbert.models.generation.samplers import uniform
+from kbert.layers.updates import write_at
 from kbert.models.generation.processors import mark_present
 from kbert.models.generation.state import isin, loop_shapes, start_state
 
@@ -33,11 +33,11 @@ def sample_step(lm, setting, state, t, const):
         state["tail"], found = setting.stop.update(state["tail"], token)
         done = tf.logical_or(done, tf.logical_and(active, found))
     state["done"] = tf.logical_or(done, t + 1 >= const["max_new"])  # each row's budget
-    state["out"] = ops.slice_update(state["out"], (0, t), token[:, None])
-    state["logprobs"] = ops.slice_update(state["logprobs"], (0, t),
-                                         tf.where(active, logprob, 0.0)[:, None])
+    state["out"] = write_at(state["out"], 1, t, token[:, None])
+    state["logprobs"] = write_at(state["logprobs"], 1, t,
+                                 tf.where(active, logprob, 0.0)[:, None])
     if "seq" in state:
-        state["seq"] = ops.slice_update(state["seq"], (0, state["width"] + t), token[:, None])
+        state["seq"] = write_at(state["seq"], 1, state["width"] + t, token[:, None])
     if "present" in state:
         state["present"] = mark_present(state["present"], token)
     state["logits"], state["cache"] = lm.generation_step(

@@ -7,6 +7,7 @@ import contextlib
 import tensorflow as tf
 
 from kbert.layers.dense import separate_bias_add
+from kbert.layers.updates import compiled_writes
 from kbert.models.generation.samplers import BeamSearch
 from kbert.models.generation.processors import Processing, forced_end_of
 from kbert.models.generation.stopping import cut_at_stop
@@ -99,13 +100,15 @@ def _stream_functions(lm, setting: Setting):
     if key not in functions:
         @tf.function(autograph=False, jit_compile=setting.jit_compile, reduce_retracing=True)
         def start(token_ids, padding_mask, capacity, const):
-            return sample_start(lm, setting, token_ids, padding_mask, capacity, const)
+            with compiled_writes(setting.jit_compile):
+                return sample_start(lm, setting, token_ids, padding_mask, capacity, const)
 
         split_bias = setting.jit_compile and not tf.config.list_logical_devices("GPU")
 
         @tf.function(autograph=False, jit_compile=setting.jit_compile, reduce_retracing=True)
         def step(state, t, const):
-            with separate_bias_add() if split_bias else contextlib.nullcontext():
+            with separate_bias_add() if split_bias else contextlib.nullcontext(), \
+                    compiled_writes(setting.jit_compile):
                 return sample_step(lm, setting, state, t, const)
 
         functions[key] = (start, step)
