@@ -153,6 +153,39 @@ def test_generate_export_answers_as_the_model_in_a_fresh_process(greedy_export,
     assert lm.tokenizer.detokenize([cut]).numpy()[0].decode("utf-8", "replace") == want[4]
 
 
+def test_xla_export_answers_as_the_plain_export_where_the_server_enables_xla(
+        tmp_path, model_folder, greedy_export):
+    """`--jit_compile` (#51 item 2): the decoding loops compiled with XLA inside the
+    SavedModel. Through TF Serving's C++ loader with --xla_cpu_compilation_enabled (the
+    exporter's own load, `keep_served`), the same texts as the plain export's (greedy:
+    the same ids; `token_ids` too) and the same per-request answers; without the flag the
+    loader refuses as `tensorflow_model_server` does (it disables XLA at start)."""
+    export_dir = str(tmp_path / "serving" / "gpt" / "1")
+    ids = _token_ids_request(kbert.GPTLanguageModel.from_pretrained(model_folder).tokenizer)
+    greedy_rows = {k: v[:2] for k, v in PER_REQUEST.items()}  # the rows without sampling
+    also = ([("serving_default", r) for r in SINGLES]
+            + [("token_ids", ids), ("generate", greedy_rows)])
+    with check_lib.keep_served(also=also):
+        assert export_main(["--model_dir", str(model_folder), "--task", "generate",
+                            "--export_dir", export_dir, "--max_new_tokens", "12",
+                            "--serving_version", "2.12", "--jit_compile"]) == 0
+        served = check_lib.served_results(export_dir, SINGLES)
+        xla_ids = check_lib.served_results(export_dir, [ids], "token_ids")[0]
+        xla_rows = check_lib.served_results(export_dir, [greedy_rows], "generate")[0]
+    assert read_settings(export_dir)["jit_compile"] is True
+    assert check_lib.needs_xla(export_dir) and not check_lib.needs_xla(greedy_export["dir"])
+    assert [r["text"]["value"] for r in served] == [
+        r["text"]["value"] for r in greedy_export["singles"]]
+    plain = greedy_export["per_request"]["results"]  # the Python loader's, same weights
+    for key in ("token_ids", "num_tokens"):
+        assert [xla_ids[key]["shape"], xla_ids[key]["value"]] == [
+            plain[2][key]["shape"], plain[2][key]["value"]]
+    assert xla_rows["text"]["value"] == plain[0]["text"]["value"][:2]
+    assert xla_rows["num_tokens"]["value"] == plain[0]["num_tokens"]["value"][:2]
+    with pytest.raises(check_lib.ServingLoaderError, match="XLA compilation disabled"):
+        check_lib.run_c_loader(export_dir, SINGLES[:1], xla_cpu_compilation_enabled=False)
+
+
 def test_export_command_with_sampling_settings(tmp_path, model_folder, capsys):
     """`python -m kbert.export --task generate` from the folder, top-p with a seed: the
     settings are recorded, and the same request gives the same text."""

@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--stop", action="append", default=None, metavar="TEXT",
                    help="a stop string (repeat the flag for several): the text ends "
                         "before it")
+    g.add_argument("--jit_compile", action="store_true",
+                   help="compile the decoding loops with XLA inside the SavedModel: "
+                        "faster, and TF Serving must then run with "
+                        "--xla_cpu_compilation_enabled=true (without it every decoding "
+                        "request fails)")
     g.add_argument("--temperature", type=float, default=1.0,
                    help="divides the logits before sampling (below 1: surer; 0: greedy)")
     g.add_argument("--top_k", type=int, default=None,
@@ -164,6 +169,8 @@ def main(argv=None) -> int:
                 "max_new_tokens", "sampler", "temperature", "top_k", "top_p", "seed",
                 "num_beams", "max_num_beams", "length_penalty", "repetition_penalty",
                 "no_repeat_ngram_size", "min_new_tokens")}
+            if args.jit_compile:
+                generation["jit_compile"] = True
             generation["early_stopping"] = {"true": True, "false": False,
                                             "never": "never"}[args.early_stopping]
             generation["stop"] = args.stop or []

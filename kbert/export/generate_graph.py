@@ -101,6 +101,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
                     repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                     min_new_tokens: int = 0, stop=(), max_num_beams: int | None = None,
                     prompt_prefix: str = "", prompt_suffix: str = "", prompt_suffix_ids=(),
+                    jit_compile: bool = False,
                     serving_version: str = ops_lib.DEFAULT_SERVING_VERSION,
                     max_request_bytes: int = guards.MAX_REQUEST_BYTES) -> str:
     """Exports a causal LM with its tokenizer (see the module docstring).
@@ -116,6 +117,13 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
     (GPT-2's "\nTL;DR:"). `prompt_suffix_ids`: token ids put
     after every text prompt's (a causal LM fine-tuned as a decoder-only seq2seq model:
     its separator, the end token).
+
+    `jit_compile`: the decoding loops compiled with XLA inside the SavedModel (the
+    per-request signature's beam loop excepted: its width comes with each request). They
+    run faster (docs/benchmarks.md), and TF Serving runs them only when started with
+    `--xla_cpu_compilation_enabled=true`: without the flag, `tensorflow_model_server`
+    disables XLA at start and every decoding request fails with "XLA compilation
+    disabled". Off (the default), the export is the plain graph, served with no flag.
     """
     generation.check_settings(sampler, temperature, top_k, top_p)
     if top_k is not None:  # recorded as decoding uses it: at most the vocabulary
@@ -146,11 +154,11 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         raise ValueError(f"max_num_beams={max_num_beams}: must be at least 1")
     processing = generation.Processing.of(repetition_penalty, no_repeat_ngram_size,
                                           min_new_tokens, generation.forced_end_of(lm))
-    # No XLA in the export: TF Serving's XLA:CPU JIT is off by default
+    # No XLA unless asked for: TF Serving's XLA:CPU JIT is off by default
     # (--xla_cpu_compilation_enabled), and an export may be served on other devices
     # than the one that wrote it.
     run = generation.generate_function(
-        lm, sampler, temperature, top_k, top_p, end, jit_compile=False,
+        lm, sampler, temperature, top_k, top_p, end, jit_compile=bool(jit_compile),
         num_beams=num_beams, length_penalty=length_penalty, early_stopping=early_stopping,
         processing=processing, stop_ids=stop_ids, stop_strings=stop_strings,
         tokenizer=tokenizer)
@@ -167,6 +175,8 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         settings["prompt_suffix"] = prompt_suffix
     if len(prompt_suffix_ids):
         settings["prompt_suffix_ids"] = [int(i) for i in prompt_suffix_ids]
+    if jit_compile:  # `check.needs_xla` reads it: serve with --xla_cpu_compilation_enabled
+        settings["jit_compile"] = True
     if beam:
         settings.update(num_beams=int(num_beams))
     settings.update(length_penalty=float(length_penalty), early_stopping=early_stopping)
@@ -222,8 +232,12 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
 
     generate = _per_request_signature(
         lm, tokenizer, caps, stop_ids, stop_strings, prepare,
-        generation.BeamSearch(None, float(length_penalty), early_stopping))
+        generation.BeamSearch(None, float(length_penalty), early_stopping),
+        bool(jit_compile))
     logger.info("generate export %s: %s", export_dir, caps_line(caps))
+    if jit_compile:
+        logger.info("generate export %s: decoding compiled with XLA; serve it with "
+                    "tensorflow_model_server --xla_cpu_compilation_enabled=true", export_dir)
     warmup = [{"prompt": [t]} for t in SAMPLE_TEXTS] + [{"prompt": SAMPLE_TEXTS}]
     # The other signatures' warmup: two prompts, greedy, two new tokens; their ids.
     prompts = list(SAMPLE_TEXTS[:2])
@@ -280,7 +294,7 @@ def caps_line(caps: dict) -> str:
 
 
 def _per_request_signature(lm, tokenizer, caps: dict, stop_ids, stop_strings, prepare,
-                           beam_search):
+                           beam_search, jit_compile: bool = False):
     """The `generate` signature (see the module docstring): one compiled loop with a
     `RowSampler` and every processor on, each row's settings as tensors; rows with
     num_beams > 1 go through one beam loop (`beam_search`, its width per call), a call
@@ -291,10 +305,12 @@ def _per_request_signature(lm, tokenizer, caps: dict, stop_ids, stop_strings, pr
     processing = generation.Processing(repetition_penalty=True, no_repeat_ngram_size=MAX_NGRAM,
                                        min_new_tokens=True, ngram_per_row=True,
                                        forced_end=generation.forced_end_of(lm))
-    options = dict(end_token_id=end, jit_compile=False, processing=processing,
-                   stop_ids=stop_ids, stop_strings=stop_strings, tokenizer=tokenizer)
-    run = generation.generate_function(lm, generation.RowSampler(), **options)
-    beam_run = generation.generate_function(lm, beam_search, **options) \
+    options = dict(end_token_id=end, processing=processing, stop_ids=stop_ids,
+                   stop_strings=stop_strings, tokenizer=tokenizer)
+    run = generation.generate_function(lm, generation.RowSampler(), jit_compile=jit_compile,
+                                       **options)
+    # The beam loop takes its width per call: XLA compiles one width, so it stays plain.
+    beam_run = generation.generate_function(lm, beam_search, jit_compile=False, **options) \
         if max_beams > 1 else None
     spec = [tf.TensorSpec([None], dtype, name=name) for name, dtype in (
         ("prompt", tf.string), ("max_new_tokens", tf.int32), ("temperature", tf.float32),
