@@ -7,7 +7,10 @@ in and texts out on both sides.
   `TF_LoadSessionFromSavedModel` and `TF_SessionRun` on the `serving_default`
   signature: what `tensorflow_model_server` runs). Tokenization and detokenization are
   in the graph. The export is written with `min_new_tokens` = `max_new_tokens` =
-  `--new`, so that no row stops early.
+  `--new`, so that no row stops early. Two exports: the plain graph (the default,
+  served as `tensorflow_model_server` runs by default: XLA disabled) and
+  `jit_compile=True` (the decoding loops compiled with XLA; served with
+  `--xla_cpu_compilation_enabled`, as such an export must be).
 - CTranslate2: the same folder converted by `ctranslate2.converters.TransformersConverter`
   and loaded with `compute_type` float32 and int8 (int8 weights, float32 activations
   where CTranslate2 keeps them). Tokenization and detokenization by transformers' Rust
@@ -28,8 +31,8 @@ Prompts: the bundled SQuAD sample's first questions (GPT-2) or contexts cut to
 `--prompt_words` words (T5, BART). Reported per batch: the median call's new tokens/s
 (batch x new tokens / seconds), each engine timed in a child process of its own, the
 engines in turns, `--runs` times; the table's figures are the medians of all runs' calls,
-and the ratio column gives the range of the per-run ratios. `texts equal`: how many of
-kbert's texts are CTranslate2 float32's, character for character.
+and the ratio columns give the range of the per-run ratios. `texts equal`: how many of
+kbert's texts (plain / XLA export) are CTranslate2 float32's, character for character.
 
 The GPT-2 rows add the effective memory bandwidth of batch-1 decoding: every weight a
 step reads (the blocks, the final norm and the tied embedding as the output
@@ -167,12 +170,13 @@ def build(out: str, models: list[str], new: int, words: int, batch: int) -> None
                                                      ).save_pretrained(folder)
             load = kbert.T5Seq2SeqLM
         hf.eval().save_pretrained(folder)
-        export = os.path.join(root, "serving", "1")
-        if not os.path.isdir(export):  # kept from an earlier --keep run
-            lm = load.from_pretrained(folder)
-            search = {"sampler": "beam", "num_beams": BEAMS[model]} if BEAMS[model] > 1 else {}
-            kbert.export.export_generate(lm, lm.tokenizer, export, max_new_tokens=new,
-                                         min_new_tokens=new, **search)
+        lm = load.from_pretrained(folder)
+        search = {"sampler": "beam", "num_beams": BEAMS[model]} if BEAMS[model] > 1 else {}
+        for name, xla in (("serving", False), ("serving_xla", True)):
+            export = os.path.join(root, name, "1")
+            if not os.path.isdir(export):  # kept from an earlier --keep run
+                kbert.export.export_generate(lm, lm.tokenizer, export, max_new_tokens=new,
+                                             min_new_tokens=new, jit_compile=xla, **search)
         ctranslate2.converters.TransformersConverter(folder).convert(
             os.path.join(root, "ct2"), force=True)
         with open(os.path.join(root, "prompts.json"), "w", encoding="utf-8") as f:
@@ -202,11 +206,13 @@ def time_engine(engine: str, root: str, model: str, new: int, calls: int,
     "texts": [...]}}."""
     prompts = json.load(open(os.path.join(root, "prompts.json"), encoding="utf-8"))
     beams = BEAMS[model]
-    if engine == "kbert":
+    if engine.startswith("kbert"):
         sys.path.insert(0, os.path.join(ROOT, "kbert", "export"))
         import c_loader
 
-        served = c_loader.Served(os.path.join(root, "serving", "1"))
+        xla = engine == "kbert_xla"  # the server's --xla_cpu_compilation_enabled
+        served = c_loader.Served(os.path.join(root, "serving_xla" if xla else "serving", "1"),
+                                 xla_cpu_compilation_enabled=xla)
 
         def call(batch):
             return [t.decode("utf-8") if isinstance(t, bytes) else t
@@ -253,7 +259,7 @@ def time_engine(engine: str, root: str, model: str, new: int, calls: int,
     print(json.dumps(result))
 
 
-ENGINES = ("kbert", "ct2_float32", "ct2_int8")
+ENGINES = ("kbert", "kbert_xla", "ct2_float32", "ct2_int8")
 
 
 def time_peers(out: str, models: list[str], new: int, calls: int, batches: list[int],
@@ -267,9 +273,10 @@ def time_peers(out: str, models: list[str], new: int, calls: int, batches: list[
           f"ctranslate2 {ctranslate2.__version__}; {new} new tokens per row; "
           f"{runs} runs x {calls} calls per engine and batch, each engine in its own "
           f"process, in turns; NumPy triad (one thread): {bandwidth:.1f} GB/s")
-    print("| model | search | batch | kbert C++ loader tok/s | CT2 float32 tok/s | "
-          "CT2 int8 tok/s | kbert / CT2 float32 | kbert / CT2 int8 | texts equal |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| model | search | batch | kbert tok/s | kbert XLA tok/s | CT2 float32 tok/s | "
+          "CT2 int8 tok/s | kbert / CT2 float32 | kbert XLA / CT2 float32 | "
+          "kbert XLA / CT2 int8 | texts equal |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     batch1 = None
     for model in models:
         root = os.path.join(out, model)
@@ -292,16 +299,18 @@ def time_peers(out: str, models: list[str], new: int, calls: int, batches: list[
             per_run = {e: [size * new / float(np.median(run[key]["seconds"])) for run in r]
                        for e, r in found.items()}
 
-            def span(peer):
-                ratios = [k / p for k, p in zip(per_run["kbert"], per_run[peer])]
+            def span(ours, peer):
+                ratios = [k / p for k, p in zip(per_run[ours], per_run[peer])]
                 return f"{min(ratios):.2f}-{max(ratios):.2f}"
 
-            kb, ct = found["kbert"][0][key]["texts"], found["ct2_float32"][0][key]["texts"]
-            equal = sum(a == b for a, b in zip(kb, ct))
+            ct = found["ct2_float32"][0][key]["texts"]
+            equal = "/".join(str(sum(a == b for a, b in zip(found[e][0][key]["texts"], ct)))
+                             for e in ("kbert", "kbert_xla"))
             print(f"| {model} | {search} | {size} | {rate['kbert']:.1f} | "
-                  f"{rate['ct2_float32']:.1f} | {rate['ct2_int8']:.1f} | "
-                  f"{span('ct2_float32')} | {span('ct2_int8')} | {equal}/{len(kb)} |",
-                  flush=True)
+                  f"{rate['kbert_xla']:.1f} | {rate['ct2_float32']:.1f} | "
+                  f"{rate['ct2_int8']:.1f} | {span('kbert', 'ct2_float32')} | "
+                  f"{span('kbert_xla', 'ct2_float32')} | {span('kbert_xla', 'ct2_int8')} | "
+                  f"{equal} of {len(ct)} |", flush=True)
             if model == "gpt2" and size == 1:
                 batch1 = {e: (min(r), max(r)) for e, r in per_run.items()}
     if batch1:
@@ -312,7 +321,8 @@ def time_peers(out: str, models: list[str], new: int, calls: int, batches: list[
               "GB/s")
         print("| engine | tok/s | GB per token | effective GB/s | of the triad |")
         print("|---|---|---|---|---|")
-        for engine, per_token in (("kbert", gb), ("ct2_float32", gb), ("ct2_int8", gb / 4)):
+        for engine, per_token in (("kbert", gb), ("kbert_xla", gb), ("ct2_float32", gb),
+                                  ("ct2_int8", gb / 4)):
             low, high = batch1[engine]
             print(f"| {engine} | {low:.1f}-{high:.1f} | {per_token:.3f} | "
                   f"{low * per_token:.1f}-{high * per_token:.1f} | "
