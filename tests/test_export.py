@@ -431,6 +431,35 @@ def test_check_refuses_an_op_the_target_release_does_not_register(tmp_path):
     assert "TFText>RoundRobinTrim" in read_table("tensorflow-text-2.21.1")
 
 
+def test_check_refuses_xla_ops_outside_a_function_xla_compiles(tmp_path):
+    """XLA's own ops (here `XlaDynamicUpdateSlice`, what Keras' `ops.slice_update` is)
+    run in a plain graph only by compiling them with XLA on demand, which a stock
+    tensorflow_model_server disables: refused outside a `jit_compile=True` function,
+    named with the function; inside one (the loops of `export_generate(...,
+    jit_compile=True)`), passed."""
+    import tensorflow as tf
+    from keras import ops
+
+    from kbert.export.ops import xla_only_ops
+
+    def write(x, t):
+        return ops.slice_update(x, (0, t), tf.ones([2, 1]))
+
+    for name, jit in (("plain", False), ("compiled", True)):
+        inner = tf.function(write, jit_compile=jit)
+        module = tf.Module()
+        module.f = tf.function(lambda x, t: inner(x, t) * 2.0, input_signature=[
+            tf.TensorSpec([2, 4], tf.float32), tf.TensorSpec([], tf.int32)])
+        tf.saved_model.save(module, str(tmp_path / name), signatures=module.f)
+    plain, compiled = str(tmp_path / "plain"), str(tmp_path / "compiled")
+    assert set(xla_only_ops(plain)) == {"XlaDynamicUpdateSlice"}
+    assert xla_only_ops(compiled) == {}
+    with pytest.raises(UnsupportedOpError, match=r"without --xla_cpu_compilation_enabled "
+                       r"refuses to run: XlaDynamicUpdateSlice \(in __inference_write"):
+        check_ops(plain, "2.21")
+    assert "XlaDynamicUpdateSlice" in check_ops(compiled, "2.21")
+
+
 def test_the_2_21_tables_are_the_running_tensorflows_registry():
     """The checked-in tables of the release kbert runs on equal what this process
     registers (core ops, then tensorflow-text's), attrs included: the generator reads

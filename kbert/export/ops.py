@@ -165,6 +165,48 @@ class UnsupportedOpError(ValueError):
     pass
 
 
+def _compiled_functions(export_dir: str) -> set[str]:
+    """Names of the library functions XLA compiles: those marked `_XlaMustCompile` or
+    called by a node so marked (`jit_compile=True`), and every function they reach (the
+    loops' bodies and conditions, the branches, the calls within)."""
+    sm = internals.read_saved_model_proto(os.path.join(export_dir, "saved_model.pb"))
+    library = {fn.signature.name: fn for meta in sm.meta_graphs
+               for fn in meta.graph_def.library.function}
+
+    def marked(attrs):
+        return "_XlaMustCompile" in attrs and attrs["_XlaMustCompile"].b
+
+    def called(node):
+        names = [node.op] if node.op in library else []
+        for value in node.attr.values():
+            names += [value.func.name] if value.func.name else []
+            names += [f.name for f in value.list.func]
+        return [n for n in names if n in library]
+
+    todo = [name for name, fn in library.items() if marked(fn.attr)]
+    nodes = [node for meta in sm.meta_graphs for node in meta.graph_def.node]
+    nodes += [node for fn in library.values() for node in fn.node_def]
+    todo += [name for node in nodes if marked(node.attr) for name in called(node)]
+    compiled: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name not in compiled:
+            compiled.add(name)
+            todo += [n for node in library[name].node_def for n in called(node)]
+    return compiled
+
+
+def xla_only_ops(export_dir: str) -> dict[str, set[str]]:
+    """XLA's own ops (`Xla*`: `XlaDynamicUpdateSlice`, `XlaOptimizationBarrier`, ...)
+    outside the functions XLA compiles: op type -> the functions using them. They have no
+    kernel of their own; a plain graph runs them by compiling them with XLA on demand,
+    which `tensorflow_model_server` disables unless started with
+    `--xla_cpu_compilation_enabled=true`."""
+    compiled = _compiled_functions(export_dir)
+    return {op: where for op, where in saved_model_ops(export_dir).items()
+            if op.startswith("Xla") and where - compiled}
+
+
 def check_ops(export_dir: str, serving_version: str = DEFAULT_SERVING_VERSION) -> set[str]:
     """Raises UnsupportedOpError naming every op the target server lacks; returns the
     op types used."""
@@ -176,4 +218,12 @@ def check_ops(export_dir: str, serving_version: str = DEFAULT_SERVING_VERSION) -
             f"{export_dir}: not in the stock tensorflow_model_server {serving_version} "
             f"(TensorFlow {serving_version}, tensorflow-text {TEXT_PINS[serving_version]}): "
             f"{listed}{reexport_hint(missing, serving_version)}")
+    plain = xla_only_ops(export_dir)
+    if plain:
+        listed = "; ".join(f"{op} (in {', '.join(sorted(where))[:120]})"
+                           for op, where in sorted(plain.items()))
+        raise UnsupportedOpError(
+            f"{export_dir}: XLA's own ops outside a function compiled with XLA, which a "
+            f"tensorflow_model_server started without --xla_cpu_compilation_enabled "
+            f"refuses to run: {listed}")
     return set(saved_model_ops(export_dir))
