@@ -223,15 +223,17 @@ def time_engine(engine: str, root: str, model: str, new: int, calls: int,
 
         tokenizer = transformers.AutoTokenizer.from_pretrained(os.path.join(root, "hf"))
         compute = engine.split("_")[1]
+
+        def encode(batch):  # CTranslate2 takes token strings
+            return [tokenizer.convert_ids_to_tokens(tokenizer.encode(p)) for p in batch]
+
         if model == "gpt2":
             generator = ctranslate2.Generator(os.path.join(root, "ct2"), device="cpu",
                                               compute_type=compute)
 
             def call(batch):
-                tokens = [tokenizer.convert_ids_to_tokens(tokenizer.encode(p))
-                          for p in batch]
                 results = generator.generate_batch(
-                    tokens, max_length=new, min_length=new, sampling_topk=1,
+                    encode(batch), max_length=new, min_length=new, sampling_topk=1,
                     beam_size=beams, include_prompt_in_result=False)
                 return [tokenizer.decode(r.sequences_ids[0]) for r in results]
         else:
@@ -239,10 +241,8 @@ def time_engine(engine: str, root: str, model: str, new: int, calls: int,
                                                 compute_type=compute)
 
             def call(batch):
-                tokens = [tokenizer.convert_ids_to_tokens(tokenizer.encode(p))
-                          for p in batch]
                 results = translator.translate_batch(
-                    tokens, beam_size=beams, max_decoding_length=new,
+                    encode(batch), beam_size=beams, max_decoding_length=new,
                     min_decoding_length=new)
                 return [tokenizer.decode(tokenizer.convert_tokens_to_ids(r.hypotheses[0]),
                                          skip_special_tokens=True) for r in results]
