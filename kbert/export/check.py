@@ -313,11 +313,10 @@ def run_c_loader(export_dir: str, requests: list[dict],
     the process is killed, and ServingLoaderError raised, once its resident memory
     passes this many bytes (a guard for requests meant to exhaust memory). `threads`:
     requests run that many at once on the one session. `xla_cpu_compilation_enabled`:
-    the server's flag of that name (off, XLA-compiled functions fail as in a server
-    started without it); None: on where the export's settings ask for it (a `generate`
-    export written with `jit_compile=True`), as such an export must be served."""
+    the server's flag (off: XLA-compiled functions fail, as in a server without it);
+    None: on where the export holds functions XLA compiles (`ops.needs_xla`)."""
     if xla_cpu_compilation_enabled is None:
-        xla_cpu_compilation_enabled = needs_xla(export_dir)
+        xla_cpu_compilation_enabled = ops_lib.needs_xla(export_dir)
     with tempfile.TemporaryDirectory(prefix="kbert-c-loader-") as tmp:
         req, out = os.path.join(tmp, "requests.json"), os.path.join(tmp, "out.json")
         with open(req, "w", encoding="utf-8") as f:
@@ -339,18 +338,6 @@ def run_c_loader(export_dir: str, requests: list[dict],
     if report["error"]:
         raise ServingLoaderError(loader_failure(export_dir, report["error"]))
     return report
-
-
-def needs_xla(export_dir: str) -> bool:
-    """Whether the export's decoding is compiled with XLA (`export_generate(...,
-    jit_compile=True)`: "jit_compile" in assets.extra/kbert_generate.json), so that TF
-    Serving must run it with --xla_cpu_compilation_enabled=true."""
-    path = os.path.join(export_dir, "assets.extra", "kbert_generate.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return bool(json.load(f).get("jit_compile", False))
-    except (OSError, ValueError):
-        return False
 
 
 def _resident_bytes(pid: int) -> int:

@@ -175,7 +175,7 @@ def export_generate(lm, tokenizer, export_dir: str, *, max_new_tokens: int = 32,
         settings["prompt_suffix"] = prompt_suffix
     if len(prompt_suffix_ids):
         settings["prompt_suffix_ids"] = [int(i) for i in prompt_suffix_ids]
-    if jit_compile:  # `check.needs_xla` reads it: serve with --xla_cpu_compilation_enabled
+    if jit_compile:  # for the reader: serve it with --xla_cpu_compilation_enabled
         settings["jit_compile"] = True
     if beam:
         settings.update(num_beams=int(num_beams))

@@ -196,6 +196,15 @@ def _compiled_functions(export_dir: str) -> set[str]:
     return compiled
 
 
+def needs_xla(export_dir: str) -> bool:
+    """Whether the SavedModel holds functions XLA compiles (`export_generate(...,
+    jit_compile=True)`), which TF Serving runs only when started with
+    --xla_cpu_compilation_enabled=true. False where there is no saved_model.pb."""
+    if not os.path.exists(os.path.join(export_dir, "saved_model.pb")):
+        return False
+    return bool(_compiled_functions(export_dir))
+
+
 def xla_only_ops(export_dir: str) -> dict[str, set[str]]:
     """XLA's own ops (`Xla*`: `XlaDynamicUpdateSlice`, `XlaOptimizationBarrier`, ...)
     outside the functions XLA compiles: op type -> the functions using them. They have no
