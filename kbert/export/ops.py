@@ -78,13 +78,26 @@ def serving_ops(serving_version: str = DEFAULT_SERVING_VERSION) -> frozenset:
     return frozenset(serving_op_defs(serving_version))
 
 
-def _nodes(export_dir: str):
-    """(node, function name or "graph") for every node of saved_model.pb, and the names
-    of the library functions (their calls appear as ops named after them)."""
+def _saved_model(export_dir: str):
+    """saved_model.pb of `export_dir`, parsed once for the checks that read it in turn
+    (kept while the file is unchanged: its path, size and modification time). Read
+    only."""
     path = os.path.join(export_dir, "saved_model.pb")
     if not os.path.exists(path):
         raise FileNotFoundError(f"{export_dir}: no saved_model.pb (not a SavedModel folder)")
-    sm = internals.read_saved_model_proto(path)
+    stat = os.stat(path)
+    return _parsed(os.path.abspath(path), stat.st_size, stat.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=2)
+def _parsed(path: str, size: int, mtime_ns: int):
+    return internals.read_saved_model_proto(path)
+
+
+def _nodes(export_dir: str):
+    """(node, function name or "graph") for every node of saved_model.pb, and the names
+    of the library functions (their calls appear as ops named after them)."""
+    sm = _saved_model(export_dir)
     nodes = []
     for meta in sm.meta_graphs:
         nodes += [(node, "graph") for node in meta.graph_def.node]
@@ -169,7 +182,7 @@ def _compiled_functions(export_dir: str) -> set[str]:
     """Names of the library functions XLA compiles: those marked `_XlaMustCompile` or
     called by a node so marked (`jit_compile=True`), and every function they reach (the
     loops' bodies and conditions, the branches, the calls within)."""
-    sm = internals.read_saved_model_proto(os.path.join(export_dir, "saved_model.pb"))
+    sm = _saved_model(export_dir)
     library = {fn.signature.name: fn for meta in sm.meta_graphs
                for fn in meta.graph_def.library.function}
 
