@@ -176,6 +176,92 @@ def run_cli(main, argv, capsys):
     return (0 if code is None else code), out, err
 
 
+# Where the test time goes (#54 item 1): seconds and calls of the work many tests
+# repeat, summed over the workers and printed after the slowest tests. Nested: an
+# export's C++-loader replay counts under both lines.
+_LEDGER: dict[str, list] = {}
+_LEDGER_LINES = {
+    "exports": "exports written (tracing, saving, op check, C++-loader replay)",
+    "c_loader": "C++-loader processes (replays and checks)",
+    "python_loader": "Python-loader loads (export checks)",
+    "fit": "Keras fit (training)",
+    "commands": "subprocesses of Python (commands, loaders)",
+}
+
+
+def _timed(owner, name: str, key: str) -> None:
+    import functools
+    import time
+
+    original = getattr(owner, name)
+
+    @functools.wraps(original)
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            entry = _LEDGER.setdefault(key, [0.0, 0])
+            entry[0] += time.perf_counter() - start
+            entry[1] += 1
+
+    setattr(owner, name, timed)
+
+
+def _time_repeated_work() -> None:
+    import subprocess
+    import sys
+
+    from kbert.export import base as export_base
+    from kbert.export import check as check_lib
+
+    _timed(export_base, "write_export", "exports")
+    _timed(check_lib, "_run_guarded", "c_loader")
+    _timed(check_lib, "_python_fresh", "python_loader")
+    _timed(keras.Model, "fit", "fit")
+    run = subprocess.run
+
+    def python_run(argv, *args, **kwargs):  # only Python processes: git, make are cheap
+        if isinstance(argv, (list, tuple)) and argv and argv[0] == sys.executable:
+            return timed_run(argv, *args, **kwargs)
+        return run(argv, *args, **kwargs)
+
+    holder = type("Holder", (), {"run": staticmethod(run)})
+    _timed(holder, "run", "commands")
+    timed_run = holder.run
+    subprocess.run = python_run
+
+
+_time_repeated_work()
+
+
+def pytest_sessionfinish(session):
+    import json
+
+    if hasattr(session.config, "workeroutput"):  # an xdist worker: to the controller
+        session.config.workeroutput["kbert_ledger"] = json.dumps(_LEDGER)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    import json
+
+    for key, (seconds, calls) in json.loads(
+            getattr(node, "workeroutput", {}).get("kbert_ledger", "{}")).items():
+        entry = _LEDGER.setdefault(key, [0.0, 0])
+        entry[0] += seconds
+        entry[1] += calls
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _LEDGER:
+        return
+    terminalreporter.section("where the test time went (summed over workers)")
+    for key, line in _LEDGER_LINES.items():
+        seconds, calls = _LEDGER.get(key, (0.0, 0))
+        terminalreporter.write_line(f"{seconds:8.1f} s  {calls:5d} calls  {line}")
+
+
 def pytest_collection_modifyitems(config, items):
     """Test files heaviest first, by the seconds each took in a measured run
     (tests/file_seconds.json, written by tests/file_seconds.py; a file not in it counts
