@@ -424,6 +424,43 @@ def test_generate_export_forces_the_end_token(generate_export):
     assert served["text"]["value"] == [w["text"] for w in want]
 
 
+@pytest.mark.e2e
+@pytest.mark.subprocess
+def test_beam_export_compiled_with_xla_answers_as_generate(folder, tmp_path):
+    """#51: a beam-search `generate` export with `jit_compile=True` (its beam loop
+    compiled with XLA inside the SavedModel; TF Serving runs it with
+    --xla_cpu_compilation_enabled) answers as `generate` in Python with the same
+    settings (the plain graph; its beams equal transformers', above), through TF
+    Serving's C++ loader (the exporter's own load), `serving_default` and `token_ids`:
+    the same texts, ids and token counts. Beam 3, a length penalty, no repeated bigram
+    and a minimum length: the processors run in the compiled loop too."""
+    from kbert.export import check as check_lib
+
+    lm = folder[2]
+    settings = dict(sampler="beam", num_beams=3, max_new_tokens=8, length_penalty=1.3,
+                    no_repeat_ngram_size=2, min_new_tokens=2)
+    prompts = TEXTS + ["a b a b a b"]
+    ids = lm.tokenizer.encoder_ids(prompts).to_list()  # what serving_default encodes
+    width = max(map(len, ids))
+    request = {"token_ids": [r + [1] * (width - len(r)) for r in ids],
+               "padding_mask": [[1] * len(r) + [0] * (width - len(r)) for r in ids]}
+    export_dir = str(tmp_path / "serving" / "bart" / "1")
+    with check_lib.keep_served(also=[("serving_default", {"prompt": prompts}),
+                                     ("token_ids", request)]):
+        kbert.export.export_generate(lm, lm.tokenizer, export_dir, jit_compile=True,
+                                     **settings)
+        texts = check_lib.served_results(export_dir, [{"prompt": prompts}])[0]["text"]
+        by_ids = check_lib.served_results(export_dir, [request], "token_ids")[0]
+    assert check_lib.ops_lib.needs_xla(export_dir)
+    want = lm.generate(prompts, return_scores=True, **settings)
+    assert texts["value"] == [w["text"] for w in want]
+    assert any(texts["value"])  # not only empty texts
+    assert by_ids["num_tokens"]["value"] == [len(w["token_ids"]) for w in want]
+    got = np.reshape(by_ids["token_ids"]["value"], by_ids["token_ids"]["shape"])
+    assert [row[:len(w["token_ids"])].tolist() for row, w in zip(got, want)] == [
+        list(w["token_ids"]) for w in want]
+
+
 def test_pretrain_from_a_folder_reads_its_weights_once(tmp_path, caplog):
     """#50: `pretrain --model bart --init_from FOLDER` (no --from_scratch) read the folder's
     weights twice (the recipe's look at its config and tokenizer, then the run's model):
