@@ -67,3 +67,16 @@ def test_int8_kernel_ways_compute_the_float_layer():
         assert error < 0.05, (name, error)
     plain = ways(96, 40, compensate=False)["oneDNN int8"](x).numpy()
     assert np.abs(plain - want).max() / np.abs(want).max() > 0.2
+
+
+def test_matvec_engines_compute_the_same_products():
+    """bench_matvec's four engines (XLA, TensorFlow's graph, NumPy, PyTorch) time the
+    same sum of one-row products, plain and with the matrices transposed."""
+    from bench_matvec import engines
+
+    for transposed in (False, True):
+        results = {name: fn() for name, fn in engines(24, 40, 3, transposed).items()}
+        want = results.pop("NumPy")
+        assert want.shape == (1, 40)
+        for name, got in results.items():
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3, err_msg=name)
