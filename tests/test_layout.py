@@ -1,6 +1,7 @@
 """The package's layout, kept by a test: no import cycle between kbert's modules and no
 upward import (each level imports only from the levels below it, docs/architecture.md),
-counting imports inside functions too; and no family dispatch above kbert/models."""
+counting imports inside functions too; and no family dispatch above kbert/models. Also
+the test suite's marks: on tests only, where `make test-fast` and `-m` read them."""
 
 from __future__ import annotations
 
@@ -151,3 +152,24 @@ def test_no_private_name_crosses_modules():
                     and node.value.id in aliases):
                 hits.append(f"{module}: {node.value.id}.{node.attr}")
     assert hits == []
+
+
+def test_marks_are_on_tests():
+    """A `pytest.mark` on a helper marks nothing: 820b0cd moved test_readme's `e2e` onto
+    the helper it extracted, and the README's GPT example ran in `make test-fast`."""
+    tests = os.path.dirname(os.path.abspath(__file__))
+    misplaced = []
+    for name in sorted(os.listdir(tests)):
+        if not name.endswith(".py"):
+            continue
+        path = os.path.join(tests, name)
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for decorator in node.decorator_list:
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if (ast.unparse(target).startswith("pytest.mark.")
+                        and not node.name.startswith("test")):
+                    misplaced.append(f"{name}:{node.lineno} {node.name}")
+    assert not misplaced, misplaced

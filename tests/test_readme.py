@@ -35,7 +35,6 @@ def test_demo_learns_negation(tmp_path):
     assert accuracy >= 0.9
 
 
-@pytest.mark.e2e
 def _write_tiny_gpt2(folder):
     """A tiny GPT-2 with the real GPT-2 vocabulary, as a kbert folder."""
     import os
@@ -52,6 +51,7 @@ def _write_tiny_gpt2(folder):
                                                                         tokenizer=tokenizer)
 
 
+@pytest.mark.e2e
 def test_readme_gpt_example_runs(tmp_path):
     """The README's GPT example on a tiny GPT-2 with the real GPT-2 vocabulary."""
     import kbert
