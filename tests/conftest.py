@@ -189,23 +189,22 @@ _LEDGER_LINES = {
 }
 
 
-def _timed(owner, name: str, key: str) -> None:
+def _timed(function, key: str):
+    """`function`, its seconds and calls added to _LEDGER[key]."""
     import functools
     import time
 
-    original = getattr(owner, name)
-
-    @functools.wraps(original)
+    @functools.wraps(function)
     def timed(*args, **kwargs):
         start = time.perf_counter()
         try:
-            return original(*args, **kwargs)
+            return function(*args, **kwargs)
         finally:
             entry = _LEDGER.setdefault(key, [0.0, 0])
             entry[0] += time.perf_counter() - start
             entry[1] += 1
 
-    setattr(owner, name, timed)
+    return timed
 
 
 def _time_repeated_work() -> None:
@@ -215,20 +214,18 @@ def _time_repeated_work() -> None:
     from kbert.export import base as export_base
     from kbert.export import check as check_lib
 
-    _timed(export_base, "write_export", "exports")
-    _timed(check_lib, "_run_guarded", "c_loader")
-    _timed(check_lib, "_python_fresh", "python_loader")
-    _timed(keras.Model, "fit", "fit")
+    export_base.write_export = _timed(export_base.write_export, "exports")
+    check_lib._run_guarded = _timed(check_lib._run_guarded, "c_loader")
+    check_lib._python_fresh = _timed(check_lib._python_fresh, "python_loader")
+    keras.Model.fit = _timed(keras.Model.fit, "fit")
     run = subprocess.run
+    timed_run = _timed(run, "commands")
 
     def python_run(argv, *args, **kwargs):  # only Python processes: git, make are cheap
         if isinstance(argv, (list, tuple)) and argv and argv[0] == sys.executable:
             return timed_run(argv, *args, **kwargs)
         return run(argv, *args, **kwargs)
 
-    holder = type("Holder", (), {"run": staticmethod(run)})
-    _timed(holder, "run", "commands")
-    timed_run = holder.run
     subprocess.run = python_run
 
 
