@@ -177,9 +177,13 @@ def run_cli(main, argv, capsys):
 
 
 # Where the test time goes (#54 item 1): seconds and calls of the work many tests
-# repeat, summed over the workers and printed after the slowest tests. Nested: an
-# export's C++-loader replay counts under both lines.
+# repeat, summed over the workers and printed after the slowest tests, with the tests
+# that spent the most on training and on exports (a module fixture's work counts for the
+# test that first asked for it). Nested: an export's C++-loader replay counts under both
+# lines.
 _LEDGER: dict[str, list] = {}
+_BY_TEST: dict[str, dict[str, float]] = {}  # key -> {test id: seconds}
+_CURRENT_TEST = ["(outside a test)"]
 _LEDGER_LINES = {
     "exports": "exports written (tracing, saving, op check, C++-loader replay)",
     "c_loader": "C++-loader processes (replays and checks)",
@@ -200,9 +204,12 @@ def _timed(function, key: str):
         try:
             return function(*args, **kwargs)
         finally:
+            seconds = time.perf_counter() - start
             entry = _LEDGER.setdefault(key, [0.0, 0])
-            entry[0] += time.perf_counter() - start
+            entry[0] += seconds
             entry[1] += 1
+            tests = _BY_TEST.setdefault(key, {})
+            tests[_CURRENT_TEST[0]] = tests.get(_CURRENT_TEST[0], 0.0) + seconds
 
     return timed
 
@@ -232,22 +239,34 @@ def _time_repeated_work() -> None:
 _time_repeated_work()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    _CURRENT_TEST[0] = item.nodeid
+    yield
+    _CURRENT_TEST[0] = "(outside a test)"
+
+
 def pytest_sessionfinish(session):
     import json
 
     if hasattr(session.config, "workeroutput"):  # an xdist worker: to the controller
-        session.config.workeroutput["kbert_ledger"] = json.dumps(_LEDGER)
+        session.config.workeroutput["kbert_ledger"] = json.dumps([_LEDGER, _BY_TEST])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     import json
 
-    for key, (seconds, calls) in json.loads(
-            getattr(node, "workeroutput", {}).get("kbert_ledger", "{}")).items():
+    totals, by_test = json.loads(
+        getattr(node, "workeroutput", {}).get("kbert_ledger", "[{}, {}]"))
+    for key, (seconds, calls) in totals.items():
         entry = _LEDGER.setdefault(key, [0.0, 0])
         entry[0] += seconds
         entry[1] += calls
+    for key, tests in by_test.items():
+        mine = _BY_TEST.setdefault(key, {})
+        for test, seconds in tests.items():
+            mine[test] = mine.get(test, 0.0) + seconds
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -257,6 +276,12 @@ def pytest_terminal_summary(terminalreporter):
     for key, line in _LEDGER_LINES.items():
         seconds, calls = _LEDGER.get(key, (0.0, 0))
         terminalreporter.write_line(f"{seconds:8.1f} s  {calls:5d} calls  {line}")
+    for key, what in (("fit", "training (Keras fit)"), ("exports", "exports written")):
+        tests = sorted(_BY_TEST.get(key, {}).items(), key=lambda kv: -kv[1])[:8]
+        if tests:
+            terminalreporter.write_line(f"most seconds of {what}:")
+            for test, seconds in tests:
+                terminalreporter.write_line(f"{seconds:8.1f} s  {test}")
 
 
 def pytest_collection_modifyitems(config, items):
