@@ -24,7 +24,7 @@ matrix's bytes / time), and their sum over one step's products: 12 blocks' four
 products plus the token table (no attention, norms or sampling; isolated calls, which
 overstate what the products take inside a decoding loop).
 
-    python benchmarks/bench_matvec.py [--rounds 7]
+    python benchmarks/bench_matvec.py [--rounds 7] [--transposed]
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ def bench_shape(k: int, n: int, count: int, transposed: bool, rounds: int) -> di
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--transposed", action="store_true",
+                        help="every matrix stored [out, in] and multiplied transposed")
     args = parser.parse_args(argv)
     import numpy as np
     import tensorflow as tf
@@ -111,12 +113,13 @@ def main(argv=None) -> int:
           f"({torch.get_num_threads()} threads); median of {args.rounds} calls")
     results = {}
     for label, k, n, count, transposed in SHAPES:
-        results[label] = bench_shape(k, n, count, transposed, args.rounds)
+        results[label] = bench_shape(k, n, count, transposed or args.transposed,
+                                     args.rounds)
     engines = list(next(iter(results.values())))
     print("| matrix | shape | " + " | ".join(f"{e} us (GB/s)" for e in engines) + " |")
     print("|---|---|" + "---|" * len(engines))
     for label, k, n, _, transposed in SHAPES:
-        shape = f"{n}x{k}, transposed" if transposed else f"{k}x{n}"
+        shape = f"{n}x{k}, transposed" if transposed or args.transposed else f"{k}x{n}"
         cells = [f"{results[label][e] * 1e6:.0f} ({k * n * 4 / results[label][e] / 1e9:.1f})"
                  for e in engines]
         print(f"| {label} | {shape} | " + " | ".join(cells) + " |")
