@@ -66,9 +66,10 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-r
 test: $(VENV)/.test
 	$(PYTEST) --durations=30
 
-# The edit-test loop: units only (no trainings, fresh processes or reference runs).
+# The edit-test loop: units only (no trainings, fresh processes, reference runs or XLA
+# compiles; `make test` runs those).
 test-fast: $(VENV)/.test
-	$(PYTEST) -m "not slow and not e2e and not subprocess and not parity"
+	$(PYTEST) -m "not slow and not e2e and not subprocess and not parity and not xla"
 
 test-all: $(VENV)/.test
 	$(PYTEST) -m ""

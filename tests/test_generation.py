@@ -182,6 +182,7 @@ def test_several_beams_per_prompt_in_prompt_order(gpt2):
         lm.generate("a", num_return_sequences=2)
 
 
+@pytest.mark.xla
 def test_sampled_sequences_depend_on_seed_and_index_not_on_the_batch(gpt2):
     """n sampled texts per prompt, prompt 0's first; sequence k of a prompt draws with
     its seed and k, so the same prompt and seed give the same n texts alone or in any
@@ -197,6 +198,7 @@ def test_sampled_sequences_depend_on_seed_and_index_not_on_the_batch(gpt2):
     assert lm.generate([PROMPTS[0]], seed=9, **settings) != both[:3]
 
 
+@pytest.mark.xla
 def test_processors_combine_with_sampling(gpt2):
     """no_repeat_ngram_size and min_new_tokens hold under top-p sampling too."""
     _, hf, lm = gpt2
@@ -236,6 +238,7 @@ def test_stop_strings_and_ids_cut_where_the_reference_text_says(gpt2):
         lm.generate("a", stop=[50257])
 
 
+@pytest.mark.xla
 def test_stream_gives_the_text_of_generate(gpt2):
     _, _, lm = gpt2
     for settings in ({}, {"sampler": "top_p", "top_p": 0.9, "seed": 4,
@@ -257,6 +260,7 @@ def test_stream_gives_the_text_of_generate(gpt2):
                                                        stop=[stop])
 
 
+@pytest.mark.xla
 def test_plain_graph_equals_xla_for_beams_and_processors(gpt2):
     """The generate export runs the plain graph: the same tokens as XLA's loop (XLA
     once read a dynamic slice wrongly in the n-gram processor: this would show it)."""
@@ -271,6 +275,7 @@ def test_plain_graph_equals_xla_for_beams_and_processors(gpt2):
         np.testing.assert_allclose(xla["logprobs"], plain["logprobs"], atol=1e-5)
 
 
+@pytest.mark.xla
 def test_bad_settings_are_one_clear_error(gpt2):
     _, _, lm = gpt2
     # temperature 0 is greedy (kbert's own convention), whatever the sampler
@@ -291,6 +296,7 @@ def test_bad_settings_are_one_clear_error(gpt2):
         list(lm.stream("a", sampler="beam"))
 
 
+@pytest.mark.xla
 def test_xla_batch_sizes_are_bucketed(gpt2, monkeypatch):
     """XLA compiles once per batch-size bucket (powers of two up to 64, then multiples
     of 64): 3 and 4 prompts run as 4 rows, 5 as 8; the padded rows' results are cut,
@@ -345,6 +351,7 @@ def test_repetition_penalty_leaves_padding_out_as_transformers_5_does(gpt2):
     np.testing.assert_allclose(ours.numpy(), v5, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.xla
 def test_a_model_that_generated_is_freed_when_dropped():
     """The compiled decoding functions live on the model: dropping a model that
     generated (with and without XLA, and with beams) frees it and them. They used to

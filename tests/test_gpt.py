@@ -286,6 +286,7 @@ def _fused_computations(hlo: str) -> list[str]:
     return re.findall(r"^%fused_computation[^\n]*\{\n(.*?)^\}", hlo, re.S | re.M)
 
 
+@pytest.mark.xla
 def test_xla_cpu_decoding_keeps_products_apart_and_updates_the_cache_in_place():
     """What the CPU decoding loop is compiled to at batch 1 (optimized HLO): no matrix
     product fused with its bias into XLA's single-threaded loop (kbert.layers.dense),
@@ -353,6 +354,7 @@ def _fixed_logits_model(logits_row):
     return lm
 
 
+@pytest.mark.xla
 def test_top_k_and_top_p_never_leave_their_set():
     logits = np.array([2.0, 1.5, 1.2, 1.0, 0.3, -0.5, -1.0, -3.0, -4.0, -9.0], "float32")
     lm = _fixed_logits_model(logits)
@@ -375,6 +377,7 @@ def test_top_k_and_top_p_never_leave_their_set():
     assert (greedy == 0).all()
 
 
+@pytest.mark.xla
 def test_top_k_past_the_vocabulary_samples_from_all_of_it():
     """top_k larger than the vocabulary is clamped to it (as transformers does), with
     and without XLA; before, XLA stopped with 'input must have at least k columns'."""
@@ -416,6 +419,7 @@ def test_gpt1_continuation_keeps_the_space_after_the_prompt(tmp_path):
     assert text.startswith("the cat ") and len(text) > len("the cat ")
 
 
+@pytest.mark.xla
 def test_a_seed_draws_the_same_tokens_with_and_without_xla():
     """`generate` compiles with XLA; `jit_compile=False` and the generate SavedModel run
     the plain graph. TensorFlow's stateless random ops drew other numbers under XLA, so
@@ -451,6 +455,7 @@ def test_uniform_draws_are_uniform_and_differ_by_seed_index_and_step():
                                   u[::-1])
 
 
+@pytest.mark.xla
 def test_seeded_sampling_is_reproducible():
     lm = _fixed_logits_model(np.linspace(1.0, 0.0, 12).astype("float32"))
     ids = np.full((8, 3), 2, "int32")
@@ -463,6 +468,7 @@ def test_seeded_sampling_is_reproducible():
     assert (a != c).any()
 
 
+@pytest.mark.xla
 def test_generation_stops_at_the_end_token():
     logits = np.full(6, -5.0, "float32")
     logits[5] = 5.0  # the end token (id 5) is the best at every step

@@ -69,6 +69,7 @@ def test_readme_gpt_example_runs(tmp_path):
     assert scope["ids"].to_list() == [[15496, 995]]  # "Hello", " world"
 
 
+@pytest.mark.xla
 def test_gpt_doc_generation_options_run(tmp_path):
     """docs/gpt.md's generation options (beam search, several sampled sequences, stop
     strings with scores, streaming) on a tiny GPT-2 with the real vocabulary."""

@@ -445,6 +445,7 @@ def test_clipping_equals_keras_and_leaves_small_gradients_alone():
     assert all(np.isnan(g.numpy()).all() for g in opt._clip_gradients(bad))
 
 
+@pytest.mark.xla
 def test_xla_step_of_a_wide_classifier_with_clipping():
     """XLA needs the row count of an embedding gradient as a constant. From this width
     on (not for the tiny models above), the gradient that leaves the clipping cond
