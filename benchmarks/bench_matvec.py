@@ -111,15 +111,16 @@ def main(argv=None) -> int:
     print(f"# {platform.machine()}, {os.cpu_count()} CPUs; TensorFlow {tf.__version__}, "
           f"NumPy {np.__version__}, PyTorch {torch.__version__} "
           f"({torch.get_num_threads()} threads); median of {args.rounds} calls")
+    shapes = [(label, k, n, count, transposed or args.transposed)
+              for label, k, n, count, transposed in SHAPES]
     results = {}
-    for label, k, n, count, transposed in SHAPES:
-        results[label] = bench_shape(k, n, count, transposed or args.transposed,
-                                     args.rounds)
+    for label, k, n, count, transposed in shapes:
+        results[label] = bench_shape(k, n, count, transposed, args.rounds)
     engines = list(next(iter(results.values())))
     print("| matrix | shape | " + " | ".join(f"{e} us (GB/s)" for e in engines) + " |")
     print("|---|---|" + "---|" * len(engines))
-    for label, k, n, _, transposed in SHAPES:
-        shape = f"{n}x{k}, transposed" if transposed or args.transposed else f"{k}x{n}"
+    for label, k, n, _, transposed in shapes:
+        shape = f"{n}x{k}, transposed" if transposed else f"{k}x{n}"
         cells = [f"{results[label][e] * 1e6:.0f} ({k * n * 4 / results[label][e] / 1e9:.1f})"
                  for e in engines]
         print(f"| {label} | {shape} | " + " | ".join(cells) + " |")
