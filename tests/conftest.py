@@ -158,13 +158,30 @@ def write_untrained_elmo(folder) -> str:
     return str(folder)
 
 
-def run_cli(main, argv, capsys):
+def run_cli(main, argv, capsys=None):
     """A command's `main(argv)` run in this process, where the command, not the process,
     is what a test is about (#54: a fresh Python costs seconds of imports): (exit status,
-    stdout, stderr), as `subprocess.run` would give them."""
+    stdout, stderr), as `subprocess.run` would give them. Without `capsys` (in a module
+    fixture, which cannot take it) the command's `sys.stdout` and `sys.stderr` are
+    captured instead."""
+    import contextlib
+    import io
     import sys
 
+    if capsys is None:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code, _, _ = _run_main(main, argv)
+        return code, out.getvalue(), err.getvalue()
     capsys.readouterr()
+    code, _, _ = _run_main(main, argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _run_main(main, argv) -> tuple:
+    import sys
+
     try:
         code = main([str(a) for a in argv])
     except SystemExit as e:
@@ -172,8 +189,7 @@ def run_cli(main, argv, capsys):
         if isinstance(code, str):  # Python prints such a message and exits 1
             print(code, file=sys.stderr)
             code = 1
-    out, err = capsys.readouterr()
-    return (0 if code is None else code), out, err
+    return (0 if code is None else code), None, None
 
 
 # Where the test time goes (#54 item 1): seconds and calls of the work many tests

@@ -14,6 +14,7 @@ import transformers
 
 import kbert
 from kbert.models import registry
+from tests import generate_requests as hostile
 from tests.test_roberta import CORPUS, _write_vocab, assert_sample_squad_run
 
 pytestmark = pytest.mark.parity
@@ -375,7 +376,8 @@ def generate_export(folder, tmp_path_factory):
     Serving 2.12's ops) of the folder's model with `forced_eos_token_id` 2 (as
     facebook/bart-large-cnn's config has it): (model, export dir, `check`'s verdict, the
     C++ loader's answers to TEXTS (`serving_default`) and PER_ROW (`generate`), both in
-    the exporter's own load)."""
+    the exporter's own load, and to the hostile requests of tests/generate_requests.py
+    (`SEQ2SEQ_CASES`: {case: answers}))."""
     import dataclasses
 
     from kbert.export import check as check_lib
@@ -385,14 +387,16 @@ def generate_export(folder, tmp_path_factory):
     lm.config = dataclasses.replace(lm.config, forced_eos_token_id=2)
     export_dir = str(tmp_path_factory.mktemp("generate") / "serving" / "bart" / "1")
     requests, names = [{"prompt": TEXTS}, PER_ROW], ["serving_default", "generate"]
-    with check_lib.keep_served(also=list(zip(names, requests))):
+    cases = hostile.SEQ2SEQ_CASES
+    with check_lib.keep_served(also=list(zip(names, requests)) + hostile.also(cases)):
         kbert.export.export_generate(lm, lm.tokenizer, export_dir, max_new_tokens=8,
                                      repetition_penalty=1.5, serving_version="2.12")
         # The warmup requests of both signatures in both loaders, in fresh processes
         # with nothing of kbert, Keras or torch imported.
         checked = check_lib.check(export_dir, "2.12")
         served = check_lib.served_results(export_dir, requests, names)
-    return lm, export_dir, checked, served
+        answers = hostile.answers(export_dir, cases)
+    return lm, export_dir, checked, served, answers
 
 
 @pytest.mark.e2e
@@ -401,7 +405,7 @@ def test_generate_export_answers_as_the_model_through_the_servers_loader(generat
     """BART's `generate` SavedModel: ops of TF Serving 2.12, warmup requests through both
     loaders, and TF Serving's C++ loader answers what `generate` answers (the
     per-request signature too)."""
-    lm, _, checked, (served, _) = generate_export
+    lm, _, checked, (served, _), _ = generate_export
     assert checked
     assert served["text"]["value"] == lm.generate(
         TEXTS, max_new_tokens=8, repetition_penalty=1.5)
@@ -412,7 +416,7 @@ def test_generate_export_forces_the_end_token(generate_export):
     """With `forced_eos_token_id`, both signatures of the `generate` export end a row
     cut by its budget with `</s>`: `num_tokens` (tokens before the end) and the text are
     those of `generate` with the same budget, per row."""
-    lm, _, _, (served, per_row) = generate_export
+    lm, _, _, (served, per_row), _ = generate_export
     want = [lm.generate([t], max_new_tokens=n, return_scores=True)[0]
             for t, n in zip(PER_ROW["prompt"], (4, 6))]
     assert [len(w["token_ids"]) for w in want] == [3, 5]  # the last step's </s> forced
@@ -422,6 +426,18 @@ def test_generate_export_forces_the_end_token(generate_export):
     want = lm.generate(TEXTS, max_new_tokens=8, repetition_penalty=1.5, return_scores=True)
     assert 7 in [len(w["token_ids"]) for w in want]  # a row the budget cut, </s> forced
     assert served["text"]["value"] == [w["text"] for w in want]
+
+
+@pytest.mark.subprocess
+def test_generate_export_gives_empty_batches_empty_outputs(generate_export):
+    """Hostile requests (#49): an empty batch in both signatures."""
+    hostile.check_empty_batches(generate_export[4]["empty"])
+
+
+@pytest.mark.subprocess
+def test_generate_export_reads_the_text_after_a_nul_byte(generate_export):
+    """Hostile requests (#49): the text after a NUL byte reaches the encoder."""
+    hostile.check_nul_byte(generate_export[4]["nul"])
 
 
 @pytest.mark.e2e

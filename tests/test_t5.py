@@ -351,43 +351,80 @@ def test_task_commands_refuse_t5_with_one_line(spiece, tmp_path, capsys, command
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.e2e
-@pytest.mark.subprocess
-def test_generate_export_answers_as_the_model_through_the_servers_loader(diverse, tmp_path,
-                                                                        capsys):
-    """The `generate` SavedModel of a T5 folder (`python -m kbert.export --task
-    generate`): both loaders run its warmup requests (the command's check), ops are TF
-    Serving 2.12's, and TF Serving's C++ loader answers what `generate` answers; an input past the tokenizer's 512 tokens keeps its first 511
-    and `</s>`."""
+GENERATE_TEXTS = ["summarize: the cat sat on the mat.", "Hello <extra_id_0> world", "",
+                  "translate English to German: good"]
+LONG_TEXT = "the dog " * 300
+
+
+@pytest.fixture(scope="module")
+def generate_export(diverse, tmp_path_factory):
+    """`python -m kbert.export --task generate` on the diverse T5's folder (max_new_tokens
+    8, TF Serving 2.12's ops): {"dir", "code", "stdout", "stderr", "served": the C++
+    loader's answer to GENERATE_TEXTS and LONG_TEXT, "hostile": its answers to the
+    hostile requests of tests/generate_requests.py (`SEQ2SEQ_CASES`)}, all in the
+    exporter's own load."""
     from kbert.export import check as check_lib
     from kbert.export.__main__ import main as export_main
-    from kbert.export.generate_graph import read_settings
+    from tests import generate_requests as hostile
     from tests.conftest import run_cli
 
-    _, folder, lm = diverse
-    export_dir = tmp_path / "serving" / "t5" / "1"
-    texts = ["summarize: the cat sat on the mat.", "Hello <extra_id_0> world", "",
-             "translate English to German: good"]
-    long_text = "the dog " * 300
-    request = {"prompt": texts + [long_text]}
-
+    _, folder, _ = diverse
+    export_dir = tmp_path_factory.mktemp("generate") / "serving" / "t5" / "1"
+    request = {"prompt": GENERATE_TEXTS + [LONG_TEXT]}
     # The exporter's own load in TF Serving's C++ loader answers `request` too; the
     # command's check takes that load's answers to the warmup requests for its C++ side.
-    with check_lib.keep_served(also=[request]):
+    with check_lib.keep_served(also=[("serving_default", request)]
+                               + hostile.also(hostile.SEQ2SEQ_CASES)):
         code, stdout, stderr = run_cli(export_main, [
             "--task", "generate", "--model_dir", folder, "--export_dir", export_dir,
-            "--max_new_tokens", "8", "--serving_version", "2.12"], capsys)
-        assert code == 0, stderr[-2000:]
-        served = check_lib.served_results(str(export_dir), [request])
-    assert read_settings(str(export_dir))["max_prompt_tokens"] == 512
+            "--max_new_tokens", "8", "--serving_version", "2.12"])
+        out = {"dir": str(export_dir), "code": code, "stdout": stdout, "stderr": stderr}
+        if code == 0:
+            out["served"] = check_lib.served_results(str(export_dir), [request])
+            out["hostile"] = hostile.answers(str(export_dir), hostile.SEQ2SEQ_CASES)
+    return out
+
+
+@pytest.mark.e2e
+@pytest.mark.subprocess
+def test_generate_export_answers_as_the_model_through_the_servers_loader(diverse,
+                                                                        generate_export):
+    """The `generate` SavedModel of a T5 folder (`python -m kbert.export --task
+    generate`): both loaders run its warmup requests (the command's check), ops are TF
+    Serving 2.12's, and TF Serving's C++ loader answers what `generate` answers; an
+    input past the tokenizer's 512 tokens keeps its first 511 and `</s>`."""
+    from kbert.export.generate_graph import read_settings
+
+    lm = diverse[2]
+    assert generate_export["code"] == 0, generate_export["stderr"][-2000:]
+    assert read_settings(generate_export["dir"])["max_prompt_tokens"] == 512
     # The command's check: ops of 2.12, the warmup requests of every signature in both
     # loaders (fresh processes, nothing of kbert, Keras or torch imported).
+    stdout = generate_export["stdout"]
     assert "OK: " in stdout and "tensorflow_model_server 2.12" in stdout
-    got = served[0]["text"]["value"]
-    assert got[:4] == lm.generate(texts, max_new_tokens=8)
-    ids = lm.tokenizer.encoder_ids([long_text]).to_list()[0]
+    got = generate_export["served"][0]["text"]["value"]
+    assert got[:4] == lm.generate(GENERATE_TEXTS, max_new_tokens=8)
+    ids = lm.tokenizer.encoder_ids([LONG_TEXT]).to_list()[0]
     assert len(ids) > 512
     cut = np.array([ids[:511] + [1]], "int32")
     new = lm.generate_ids(cut, np.ones_like(cut), 8).numpy()[0].tolist()
     new = new[:new.index(1)] if 1 in new else new
     assert got[4] == lm.tokenizer.detokenize([new]).numpy()[0].decode()
+
+
+@pytest.mark.subprocess
+def test_generate_export_gives_empty_batches_empty_outputs(generate_export):
+    """Hostile requests (#49): an empty batch in both signatures."""
+    from tests import generate_requests as hostile
+
+    assert generate_export["code"] == 0, generate_export["stderr"][-2000:]
+    hostile.check_empty_batches(generate_export["hostile"]["empty"])
+
+
+@pytest.mark.subprocess
+def test_generate_export_reads_the_text_after_a_nul_byte(generate_export):
+    """Hostile requests (#49): the text after a NUL byte reaches the encoder."""
+    from tests import generate_requests as hostile
+
+    assert generate_export["code"] == 0, generate_export["stderr"][-2000:]
+    hostile.check_nul_byte(generate_export["hostile"]["nul"])
