@@ -296,10 +296,12 @@ def test_bad_json_lines_name_file_line_and_column(tmp_path, text, message):
 
 @pytest.mark.e2e
 def test_feature_mode_learns_synthetic_ner(conll_files, tmp_path):
+    # 5 epochs (#54; 10 before): dev F1 97.2, 100.0 and 97.2 with --seed 0, 1 and 2
+    # (10 epochs: 100.0), alone on the 2-core machine in 18-20 s instead of 30.
     train, dev, _ = conll_files
     assert cli.main(["--train_file", train, "--dev_file", dev, "--output_dir", str(tmp_path),
                      "--mode", "feature", "--layers", "scalar_mix", "--lstm_units", "64",
-                     "--learning_rate", "3e-3", *SMALL[:2], "--num_train_epochs", "10",
+                     "--learning_rate", "3e-3", *SMALL[:2], "--num_train_epochs", "5",
                      *SMALL[4:]]) == 0
     results = json.loads((tmp_path / "eval_results.json").read_text())
     assert results["eval_f1"] >= 90, results
