@@ -62,7 +62,9 @@ PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-r
 
 # Everything but `slow` (the default addopts): units, parity, end-to-end trainings and
 # fresh-process tests.
-# --durations=30: the 30 slowest tests, measured on every run (#54).
+# --durations=30: the 30 slowest tests, measured on every run (#54), then where the test
+# time went (tests/conftest.py); KBERT_TEST_LEDGER=FILE also writes each test's seconds
+# and calls of trainings, exports and loader processes to FILE as JSON.
 test: $(VENV)/.test
 	$(PYTEST) --durations=30
 

@@ -199,6 +199,7 @@ def _run_main(main, argv) -> tuple:
 # lines.
 _LEDGER: dict[str, list] = {}
 _BY_TEST: dict[str, dict[str, float]] = {}  # key -> {test id: seconds}
+_CALLS_BY_TEST: dict[str, dict[str, int]] = {}  # key -> {test id: calls}
 _CURRENT_TEST = ["(outside a test)"]
 _LEDGER_LINES = {
     "exports": "exports written (tracing, saving, op check, C++-loader replay)",
@@ -226,6 +227,8 @@ def _timed(function, key: str):
             entry[1] += 1
             tests = _BY_TEST.setdefault(key, {})
             tests[_CURRENT_TEST[0]] = tests.get(_CURRENT_TEST[0], 0.0) + seconds
+            calls = _CALLS_BY_TEST.setdefault(key, {})
+            calls[_CURRENT_TEST[0]] = calls.get(_CURRENT_TEST[0], 0) + 1
 
     return timed
 
@@ -266,28 +269,47 @@ def pytest_sessionfinish(session):
     import json
 
     if hasattr(session.config, "workeroutput"):  # an xdist worker: to the controller
-        session.config.workeroutput["kbert_ledger"] = json.dumps([_LEDGER, _BY_TEST])
+        session.config.workeroutput["kbert_ledger"] = json.dumps(
+            [_LEDGER, _BY_TEST, _CALLS_BY_TEST])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node, error):
     import json
 
-    totals, by_test = json.loads(
-        getattr(node, "workeroutput", {}).get("kbert_ledger", "[{}, {}]"))
+    totals, by_test, calls_by_test = json.loads(
+        getattr(node, "workeroutput", {}).get("kbert_ledger", "[{}, {}, {}]"))
     for key, (seconds, calls) in totals.items():
         entry = _LEDGER.setdefault(key, [0.0, 0])
         entry[0] += seconds
         entry[1] += calls
-    for key, tests in by_test.items():
-        mine = _BY_TEST.setdefault(key, {})
-        for test, seconds in tests.items():
-            mine[test] = mine.get(test, 0.0) + seconds
+    for table, theirs in ((_BY_TEST, by_test), (_CALLS_BY_TEST, calls_by_test)):
+        for key, tests in theirs.items():
+            mine = table.setdefault(key, {})
+            for test, value in tests.items():
+                mine[test] = mine.get(test, 0) + value
+
+
+def _write_ledger() -> None:
+    """With KBERT_TEST_LEDGER=FILE: every test's seconds and calls of each kind of
+    repeated work, as JSON ({kind: {test id: [seconds, calls]}}), for finding the
+    exports and trainings that tests repeat (#54)."""
+    import json
+
+    path = os.environ.get("KBERT_TEST_LEDGER")
+    if not path:
+        return
+    table = {key: {test: [round(seconds, 2), _CALLS_BY_TEST.get(key, {}).get(test, 0)]
+                   for test, seconds in sorted(tests.items(), key=lambda kv: -kv[1])}
+             for key, tests in _BY_TEST.items()}
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(table, f, indent=1)
 
 
 def pytest_terminal_summary(terminalreporter):
     if not _LEDGER:
         return
+    _write_ledger()
     terminalreporter.section("where the test time went (summed over workers)")
     for key, line in _LEDGER_LINES.items():
         seconds, calls = _LEDGER.get(key, (0.0, 0))
