@@ -61,8 +61,9 @@ def test_glue_command_as_text_to_text_with_t5(spiece, tmp_path):  # noqa: F811
     a tiny T5 fine-tuned to answer the label words; the dev metrics are those of its
     outputs (dev_outputs.jsonl, read back here); test predictions in the GLUE
     submission format; OUTPUT_DIR/model reloads; the `generate` export, run by TF
-    Serving's C++ loader in a fresh process, answers what the model answers."""
-    from kbert.export.check import run_c_loader
+    Serving's C++ loader in a fresh process (the exporter's own load), answers every
+    dev input as the model does."""
+    from kbert.export.check import keep_served, served_results
     from kbert.tasks.glue import __main__ as cli
     from kbert.tasks.glue.metrics import compute_metrics
 
@@ -72,13 +73,18 @@ def test_glue_command_as_text_to_text_with_t5(spiece, tmp_path):  # noqa: F811
                       ).save_pretrained(tmp_path / "t5", tokenizer=tok)
     data = write_task(str(tmp_path), "mrpc", {"train.tsv": 32, "dev.tsv": 12, "test.tsv": 4})
     out, export = tmp_path / "out", tmp_path / "serving" / "mrpc" / "1"
-    assert cli.main(["--task", "mrpc", "--init_from", str(tmp_path / "t5"), "--data_dir", data,
-                     "--output_dir", str(out), "--max_seq_length", "96",
-                     "--num_train_epochs", "6", "--train_batch_size", "8",
-                     "--learning_rate", "1e-2", "--do_predict",
-                     "--export_dir", str(export)]) == 0
+    # The command's check asks its export's own C++-loader load every dev input; kept
+    # here too (#54: no second load for the same question, below).
+    with keep_served():
+        assert cli.main(["--task", "mrpc", "--init_from", str(tmp_path / "t5"),
+                         "--data_dir", data, "--output_dir", str(out), "--max_seq_length",
+                         "96", "--num_train_epochs", "6", "--train_batch_size", "8",
+                         "--learning_rate", "1e-2", "--do_predict",
+                         "--export_dir", str(export)]) == 0
+        outputs = [json.loads(line)
+                   for line in (out / "dev_outputs.jsonl").read_text().splitlines()]
+        served = served_results(str(export), [{"prompt": [o["input"] for o in outputs]}])
     results = json.loads((out / "eval_results.json").read_text())
-    outputs = [json.loads(line) for line in (out / "dev_outputs.jsonl").read_text().splitlines()]
     assert len(outputs) == 12
     assert outputs[0]["input"].startswith("mrpc sentence1: ")
     # trained: every output is a label word
@@ -95,8 +101,7 @@ def test_glue_command_as_text_to_text_with_t5(spiece, tmp_path):  # noqa: F811
     lm = kbert.T5Seq2SeqLM.from_pretrained(out / "model")
     texts = [o["input"] for o in outputs[:3]]
     assert lm.generate(texts, max_new_tokens=24) == [o["output"] for o in outputs[:3]]
-    fresh = run_c_loader(str(export), [{"prompt": texts}])
-    assert fresh["results"][0]["text"]["value"] == [o["output"] for o in outputs[:3]]
+    assert served[0]["text"]["value"] == [o["output"] for o in outputs]
 
 
 def test_glue_command_refuses_what_text_to_text_does_not_do(spiece, tmp_path, capsys):  # noqa: F811,E501
@@ -190,11 +195,12 @@ def test_squad_command_as_text_to_text_with_t5(tmp_path):
     "question: ... context: ..." -> the answer text; predictions.json answers every dev
     question, eval_results.json is the official v1.1 script's score of it, the
     `generate` export answers as the model through TF Serving's C++ loader in a fresh
-    process (the command's check runs both loaders), and `--do_predict` alone reloads OUTPUT_DIR/model
-    to the same answers. (A tiny model in 20 steps learns no answers: F1 is not asked.)"""
+    process (the exporter's own load; the command's check runs both loaders), and
+    `--do_predict` alone reloads OUTPUT_DIR/model to the same answers. (A tiny model in
+    20 steps learns no answers: F1 is not asked.)"""
     import sentencepiece
 
-    from kbert.export.check import run_c_loader
+    from kbert.export.check import keep_served, served_results
     from kbert.tasks.squad import __main__ as cli
     from kbert.tasks.squad.evaluate import evaluate
     from kbert.tasks.squad.sample import make_sample
@@ -211,22 +217,25 @@ def test_squad_command_as_text_to_text_with_t5(tmp_path):
     out = tmp_path / "out"
     flags = ["--output_dir", str(out), "--sample_paragraphs", "12", "--max_seq_length", "128",
              "--max_answer_length", "6"]
-    assert cli.main(["--init_from", str(tmp_path / "t5"), *flags, "--num_train_epochs", "4",
-                     "--learning_rate", "1e-2", "--train_batch_size", "8",
-                     "--steps_per_loop", "5"]) == 0
-    dev = json.loads((out / "sample_dev.json").read_text())
+    # The command's check asks its export's own C++-loader load the first 64 dev
+    # questions; kept here too (#54: no second load for the same question, below).
+    with keep_served():
+        assert cli.main(["--init_from", str(tmp_path / "t5"), *flags, "--num_train_epochs",
+                         "4", "--learning_rate", "1e-2", "--train_batch_size", "8",
+                         "--steps_per_loop", "5"]) == 0
+        dev = json.loads((out / "sample_dev.json").read_text())
+        questions = {q["id"]: (q["question"], p["context"]) for a in dev["data"]
+                     for p in a["paragraphs"] for q in p["qas"]}
+        ids = list(questions)[:64]  # in the file's order, as the command asks them
+        prompts = [f"question: {questions[i][0]} context: {questions[i][1]}" for i in ids]
+        served = served_results(str(out / "serving" / "squad" / "1"), [{"prompt": prompts}])
     preds = json.loads((out / "predictions.json").read_text())
-    questions = {q["id"]: (q["question"], p["context"]) for a in dev["data"]
-                 for p in a["paragraphs"] for q in p["qas"]}
     assert set(preds) == set(questions)
     results = json.loads((out / "eval_results.json").read_text())
     assert set(results) == {"eval_exact_match", "eval_f1", "eval_split", "epoch", "step"}
     assert {"exact_match": results["eval_exact_match"], "f1": results["eval_f1"]} == \
         pytest.approx(evaluate(dev, preds))
-    ids = sorted(questions)[:3]
-    prompts = [f"question: {questions[i][0]} context: {questions[i][1]}" for i in ids]
-    fresh = run_c_loader(str(out / "serving" / "squad" / "1"), [{"prompt": prompts}])
-    assert fresh["results"][0]["text"]["value"] == [preds[i] for i in ids]
+    assert served[0]["text"]["value"] == [preds[i] for i in ids]
     (out / "predictions.json").unlink()
     assert cli.main([*flags, "--do_predict", "--export_dir", "none"]) == 0
     assert json.loads((out / "predictions.json").read_text()) == preds
