@@ -332,13 +332,23 @@ def test_per_request_beams_equal_generate_with_those_beams(greedy_export, model_
 # own C++-loader load, and by one more where the check is about a second process or
 # threads.
 
-def test_fresh_randomness_differs_between_server_processes(greedy_export):
+@pytest.fixture(scope="module")
+def second_load(greedy_export):
+    """A second C++-loader process of the greedy export, 8 threads sending FRESH's and
+    CONCURRENT's requests at once: their answers, in the requests' order."""
+    results = check_lib.run_c_loader(greedy_export["dir"], hostile.FRESH + hostile.CONCURRENT,
+                                     "generate", threads=8)["results"]
+    return {"fresh": results[:len(hostile.FRESH)],
+            "concurrent": results[len(hostile.FRESH):]}
+
+
+def test_fresh_randomness_differs_between_server_processes(greedy_export, second_load):
     """`seed=-1` in two C++-loader processes of an export written after
     `set_random_seed` (the exporter's own load, and a fresh one): different texts
     (before, both replayed the graph's frozen seed); an explicit seed gives the same text
     in both."""
     first = greedy_export["hostile"]["fresh"]
-    second = check_lib.run_c_loader(greedy_export["dir"], hostile.FRESH, "generate")["results"]
+    second = second_load["fresh"]
     texts = [r["text"]["value"][0] for r in first + second]
     assert texts[0] != texts[3]  # process 1 vs process 2, first request each
     assert texts[0] != texts[1]  # and two requests of one process
@@ -367,13 +377,12 @@ def test_token_ids_out_of_the_vocabulary_are_refused(greedy_export):
     assert "error" not in results[3]
 
 
-def test_concurrent_requests_are_never_mixed(greedy_export):
+def test_concurrent_requests_are_never_mixed(greedy_export, second_load):
     """8 threads sending 64 `generate` requests at once on one loaded session (as TF
     Serving's threads run them): each answer is the one the same request gets alone
     (in the exporter's own load, one after another), seeded sampling included."""
     alone = greedy_export["hostile"]["concurrent"]
-    together = check_lib.run_c_loader(greedy_export["dir"], hostile.CONCURRENT, "generate",
-                                      threads=8)["results"]
+    together = second_load["concurrent"]
     assert all("error" not in r for r in alone)
     assert [r["text"]["value"] for r in together] == [r["text"]["value"] for r in alone]
     assert [r["num_tokens"]["value"] for r in together] == \
